@@ -1,0 +1,50 @@
+# stackproof: two entry points for people (README), `make acceptance` and `make test`.
+# Component makefiles in mk/*.mk add their build steps to BUILD_TARGETS and their test
+# steps to TEST_TARGETS; this file only wires them together.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+REPO      := $(abspath .)
+VENV      := $(REPO)/.venv
+PY        := $(VENV)/bin/python
+STACKPROOF := $(VENV)/bin/stackproof
+BUILD     := $(REPO)/build
+SHARED    ?= $(abspath ../shared)
+export STACKPROOF_SHARED ?= $(SHARED)
+
+BUILD_TARGETS :=
+TEST_TARGETS  :=
+
+-include mk/*.mk
+
+.PHONY: help deps venv build test test-python acceptance clean
+help:
+	@echo "make acceptance   install what is missing, bring up the test cluster, run the acceptance suite, write the report"
+	@echo "make test         install what is missing, build, run every test (unit, golden, live cluster)"
+
+## deps: Debian packages (idempotent) and the Python virtual environment
+deps: venv
+	@./scripts/install-deps.sh
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml requirements-lock.txt
+	@echo "== python venv $(VENV)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-lock.txt
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+build: deps $(BUILD_TARGETS)
+
+test-python: build
+	@echo "== pytest"
+	@$(PY) -m pytest -ra $(PYTEST_ARGS)
+
+test: build $(TEST_TARGETS) test-python
+
+acceptance: build
+	@$(PY) -m stackproof.acceptance
+
+clean:
+	rm -rf $(BUILD) $(VENV) .pytest_cache

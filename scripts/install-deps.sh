@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages and Python packages stackproof needs.
+# Idempotent: packages already present are skipped, so a second run takes about a second.
+set -euo pipefail
+
+APT_PACKAGES=(
+  # Slurm 22.05 test cluster (libpmix2 is not pulled in by the pmix plugin: list it)
+  munge slurmctld slurmd slurm-client libslurm-dev libpmix2
+  # MPI stacks used on the test cluster
+  openmpi-bin libopenmpi-dev mpich libmpich-dev
+  # topology and binding
+  hwloc libhwloc-dev
+  # build tools for mpibind and fwq-mpi
+  gcc g++ libc6-dev make cmake pkg-config
+  # namespaces, process tools, core-specialization tools
+  iproute2 procps util-linux tuna irqbalance
+  python3-venv
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: must run as root (apt-get)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=900 update -qq
+  apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" \
+    | grep -E '^(Setting up|Unpacking)' | sed 's/^/  /' || true
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+      || { echo "install-deps: package $p failed to install" >&2; exit 1; }
+  done
+else
+  echo "install-deps: all ${#APT_PACKAGES[@]} Debian packages present"
+fi
