@@ -1,0 +1,76 @@
+"""CPU sets: hwloc bitmap strings and Linux/hwloc list strings ("0-3,8,10-11")."""
+from typing import Iterable
+
+
+def parse_hwloc_bitmap(text: str) -> set[int]:
+    """Parse an hwloc XML bitmap such as "0x0000ffff,,0xffffff00" (32-bit words, most significant
+    first, an empty word is zero). A leading "0xf...f" word (infinite set) is rejected: node
+    descriptions need finite sets."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty bitmap")
+    if text.startswith("0xf...f"):
+        raise ValueError(f"infinite bitmap {text!r}")
+    words = text.split(",")
+    bits: set[int] = set()
+    for pos, word in enumerate(reversed(words)):
+        word = word.strip()
+        if word in ("", "0x0"):
+            continue
+        if not word.startswith("0x"):
+            raise ValueError(f"bad bitmap word {word!r} in {text!r}")
+        value = int(word, 16)
+        base = 32 * pos
+        bit = 0
+        while value:
+            if value & 1:
+                bits.add(base + bit)
+            value >>= 1
+            bit += 1
+    return bits
+
+
+def parse_list(text: str) -> set[int]:
+    """Parse "0-3,8,10-11" (empty string = empty set)."""
+    out: set[int] = set()
+    text = text.strip()
+    if not text:
+        return out
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            lo_i, hi_i = int(lo), int(hi)
+            if hi_i < lo_i:
+                raise ValueError(f"bad range {part!r}")
+            out.update(range(lo_i, hi_i + 1))
+        else:
+            out.add(int(part))
+    return out
+
+
+def format_list(cpus: Iterable[int], sep: str = ",") -> str:
+    """Compress a set of ints into "0-3,8,10-11" (sorted, ranges for runs of 2 or more)."""
+    items = sorted(set(cpus))
+    parts = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        parts.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return sep.join(parts)
+
+
+def format_mask(cpus: Iterable[int]) -> str:
+    """Hex mask in the form irqbalance and taskset accept (e.g. 0x3, comma-grouped per 32 bits)."""
+    value = 0
+    for c in cpus:
+        value |= 1 << c
+    hexstr = f"{value:x}"
+    groups = []
+    while hexstr:
+        groups.insert(0, hexstr[-8:])
+        hexstr = hexstr[:-8]
+    return ",".join(groups) if groups else "0"

@@ -1,0 +1,346 @@
+"""Render Slurm configuration and the system side of a core-specialization profile.
+
+`stackproof slurm render --nodetype T --profile P` writes, under an output directory laid out like
+the node's root file system:
+
+  etc/slurm/{slurm.conf,cgroup.conf,gres.conf,plugstack.conf}
+  etc/stackproof/profile.env            which CPUs are system / app-free / application CPUs
+  etc/systemd/system/<unit>.d/50-stackproof-corespec.conf   CPUAffinity= for each bound daemon
+  etc/systemd/system.conf.d/50-stackproof-corespec.conf     PID 1 (clean profile)
+  etc/default/irqbalance, etc/sysconfig/irqbalance          IRQs kept off the application CPUs
+  usr/local/sbin/stackproof-corespec    the same binding for hosts without systemd (taskset/tuna),
+                                        plus `check` to verify it
+
+Same inputs give byte-identical output (no timestamps, sorted everything).
+
+CPU ids: Slurm's CpuSpecList and gres.conf Cores= take Slurm's *abstract* ids (cores numbered
+socket by socket, PUs of a core consecutive); systemd, irqbalance, taskset and profile.env take
+*OS* ids. They coincide on POWER9 (Lassen) and differ on x86 with SMT (Pascal: core 0 = PUs 0,36).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cpulist import format_list, format_mask
+from .errors import StackproofError
+from .hostlist import compress, expand
+from .nodetype import VISIBLE_DEVICES_VAR, NodeType, load
+from .profiles import ProfilePlan, plan, profile_names
+
+DROPIN_NAME = "50-stackproof-corespec.conf"
+# Memory kept for the OS (slurmd, kernel, page cache floor) out of RealMemory.
+REAL_MEMORY_FRACTION = 0.95
+MEM_SPEC_MB = 1024
+MPIBIND_PLUGIN_SEARCH = ["/usr/lib/mpibind/mpibind_slurm.so", "/usr/lib64/mpibind/mpibind_slurm.so",
+                         "/usr/local/lib/mpibind/mpibind_slurm.so", "/opt/stackproof/lib/mpibind/mpibind_slurm.so"]
+
+
+@dataclass
+class Site:
+    """Where and how the configuration is used: a real site (FHS paths) or the local test cluster."""
+    cluster_name: str
+    nodes: list[str]
+    controller: str = "head"
+    controller_addr: str | None = None
+    node_addrs: list[str] | None = None
+    slurmctld_port: int = 6817
+    slurmd_port: int = 6818
+    slurm_user: str = "slurm"
+    run_dir: Path | None = None          # test cluster: every path below this directory
+    gpus: bool = False
+    fake_gpus: int = 0                   # GPU gres backed by device files in run_dir/dev
+    mpibind_plugin: str | None = None
+    cgroup_plugin: str = "autodetect"    # autodetect | cgroup/v1 | cgroup/v2
+    ignore_systemd: bool = False         # cgroup/v2 on a host whose PID 1 is not systemd
+    mpi_default: str = "none"
+    extra: list[str] = field(default_factory=list)
+
+    def path(self, fhs: str, cluster: str) -> str:
+        return fhs if self.run_dir is None else f"{self.run_dir}/{cluster}"
+
+
+def gpu_type_name(model: str) -> str:
+    """Slurm gres type from a GPU model: 'Tesla V100-SXM2-16GB' -> v100, 'AMD INSTINCT MI200' -> mi200."""
+    m = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b", model.upper())
+    return m.group(1).lower() if m else "gpu"
+
+
+def _gpu_file(vendor: str, index: int) -> str:
+    # NVIDIA: /dev/nvidiaN is minor N. AMD/Intel: render nodes in enumeration order (renderD128 + N).
+    return f"/dev/nvidia{index}" if vendor == "nvidia" else f"/dev/dri/renderD{128 + index}"
+
+
+def render(nt: NodeType, prof: ProfilePlan, site: Site) -> dict[str, str]:
+    files: dict[str, str] = {}
+    header = (f"# Rendered by stackproof for node type {nt.name!r}, profile {prof.name!r}"
+              + (f" (k={prof.k}, {prof.position})" if prof.k else "") + ". Do not edit: re-render.\n")
+    files["etc/slurm/slurm.conf"] = header + _slurm_conf(nt, prof, site)
+    files["etc/slurm/cgroup.conf"] = header + _cgroup_conf(site)
+    files["etc/slurm/gres.conf"] = header + _gres_conf(nt, site)
+    files["etc/slurm/plugstack.conf"] = header + _plugstack_conf(site)
+    files["etc/stackproof/profile.env"] = header + _profile_env(nt, prof)
+    if prof.reserve:
+        files.update(_systemd_dropins(prof, header))
+        irq = header + _irqbalance(prof)
+        files["etc/default/irqbalance"] = irq
+        files["etc/sysconfig/irqbalance"] = irq
+        files["usr/local/sbin/stackproof-corespec"] = _corespec_script(prof, nt)
+    return dict(sorted(files.items()))
+
+
+def _gres(nt: NodeType, site: Site) -> tuple[str, int] | None:
+    if site.fake_gpus:
+        model = nt.gpus[0].model if nt.gpus else "fake"
+        return gpu_type_name(model) if nt.gpus else "fake", site.fake_gpus
+    if site.gpus:
+        if not nt.gpus:
+            raise StackproofError(f"--gpus: node type {nt.name!r} has no GPUs")
+        return gpu_type_name(nt.gpus[0].model), len(nt.gpus)
+    return None
+
+
+def _slurm_conf(nt: NodeType, prof: ProfilePlan, site: Site) -> str:
+    p = site.path
+    ctl = site.controller + (f"({site.controller_addr})" if site.controller_addr else "")
+    lines = [
+        f"ClusterName={site.cluster_name}",
+        f"SlurmctldHost={ctl}",
+        f"SlurmctldPort={site.slurmctld_port}",
+        f"SlurmdPort={site.slurmd_port}",
+        f"SlurmUser={site.slurm_user}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"StateSaveLocation={p('/var/spool/slurmctld', 'state')}",
+        f"SlurmdSpoolDir={p('/var/spool/slurmd', 'spool/%n')}",
+        f"SlurmctldPidFile={p('/run/slurmctld.pid', 'run/slurmctld.pid')}",
+        f"SlurmdPidFile={p('/run/slurmd.pid', 'run/slurmd-%n.pid')}",
+        f"SlurmctldLogFile={p('/var/log/slurm/slurmctld.log', 'log/slurmctld.log')}",
+        f"SlurmdLogFile={p('/var/log/slurm/slurmd.log', 'log/slurmd-%n.log')}",
+        f"PlugStackConfig={p('/etc/slurm/plugstack.conf', 'etc/slurm/plugstack.conf')}",
+    ]
+    if site.run_dir is not None:
+        # Several slurmd on one host: per-node TmpFS, or pmix steps of one job collide (notes).
+        lines += [f"TmpFS={site.run_dir}/tmpfs/%n", "MailProg=/bin/true", "KillWait=5"]
+    lines += [
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/cgroup,task/affinity",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        f"MpiDefault={site.mpi_default}",
+        "ReturnToService=2",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        # ReFrame's squeue scheduler needs finished jobs visible for a while (no accounting here).
+        "MinJobAge=300",
+    ]
+    if prof.reserve:
+        # Without SlurmdOffSpec slurmd/slurmstepd run on the CpuSpecList CPUs, jobs never do.
+        lines.append("AllowSpecResourcesUsage=yes")
+    gres = _gres(nt, site)
+    if gres:
+        lines.append("GresTypes=gpu")
+    lines += site.extra
+    node = (f"CPUs={nt.num_cpus} Boards=1 SocketsPerBoard={len(nt.sockets)} "
+            f"CoresPerSocket={nt.cores_per_socket} ThreadsPerCore={nt.threads_per_core} "
+            f"RealMemory={int(nt.memory_mb * REAL_MEMORY_FRACTION)}")
+    if prof.reserve:
+        node += f" CpuSpecList={format_list(prof.cpu_spec_list)} MemSpecLimit={MEM_SPEC_MB}"
+    if gres:
+        node += f" Gres=gpu:{gres[0]}:{gres[1]}"
+    if site.node_addrs:
+        for name, addr in zip(site.nodes, site.node_addrs):
+            lines.append(f"NodeName={name} NodeAddr={addr} {node} State=UNKNOWN")
+    else:
+        lines.append(f"NodeName={compress(site.nodes)} {node} State=UNKNOWN")
+    lines.append("PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    if gres:
+        lines.append("PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def _cgroup_conf(site: Site) -> str:
+    lines = [f"CgroupPlugin={site.cgroup_plugin}"]
+    if site.ignore_systemd:
+        lines.append("IgnoreSystemd=yes")
+    lines += ["ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"]
+    return "\n".join(lines) + "\n"
+
+
+def _gres_conf(nt: NodeType, site: Site) -> str:
+    gres = _gres(nt, site)
+    if not gres:
+        return "# no GPUs\n"
+    nodes = compress(site.nodes)
+    lines = ["AutoDetect=off"]
+    if site.fake_gpus:
+        lines.append(f"# fake GPUs: device files created by `stackproof cluster up --fake-gpus {site.fake_gpus}`")
+        last = site.fake_gpus - 1
+        files = f"{site.run_dir}/dev/nvidia[0-{last}]" if last else f"{site.run_dir}/dev/nvidia0"
+        lines.append(f"NodeName={nodes} Name=gpu Type={gres[0]} File={files}")
+    else:
+        for g in nt.gpus:
+            cores = format_list(nt.gpu_cores(g))
+            lines.append(f"NodeName={nodes} Name=gpu Type={gres[0]} File={_gpu_file(g.vendor, g.index)} Cores={cores}")
+    return "\n".join(lines) + "\n"
+
+
+def _plugstack_conf(site: Site) -> str:
+    if not site.mpibind_plugin:
+        return "# mpibind SPANK plugin not installed: no default binding plugin\n"
+    return f"required {site.mpibind_plugin}\n"
+
+
+def _profile_env(nt: NodeType, prof: ProfilePlan) -> str:
+    first_pus = ",".join(str(min(nt.core_pus(s, c))) for s, c in prof.app_cores)
+    masks = ",".join("0x" + format_mask(nt.core_pus(s, c)).replace(",", "") for s, c in prof.app_cores)
+    lines = [
+        f"STACKPROOF_PROFILE={prof.name}",
+        f"STACKPROOF_K={prof.k}",
+        f"STACKPROOF_POSITION={prof.position}",
+        f"STACKPROOF_RESERVED={'yes' if prof.reserve else 'no'}",
+        f"STACKPROOF_SYSTEM_CPUS={prof.system_cpu_list if prof.reserve else ''}",
+        f"STACKPROOF_FREE_CPUS={prof.system_cpu_list}",
+        f"STACKPROOF_APP_CPUS={prof.app_cpu_list}",
+        f"STACKPROOF_APP_CORES={len(prof.app_cores)}",
+        f"STACKPROOF_APP_CORE_FIRST_PUS={first_pus}",
+        # One task per application core, each bound to its core's PUs (srun --cpu-bind=...).
+        f"STACKPROOF_SRUN_CPU_BIND=mask_cpu:{masks}",
+        f"MPIBIND_RESTRICT_TYPE=cpu",
+        f"MPIBIND_RESTRICT={prof.app_cpu_list}",
+    ]
+    if nt.gpu_vendor in VISIBLE_DEVICES_VAR:
+        lines.append(f"STACKPROOF_GPU_ENV={VISIBLE_DEVICES_VAR[nt.gpu_vendor]}")
+    return "\n".join(lines) + "\n"
+
+
+def _systemd_dropins(prof: ProfilePlan, header: str) -> dict[str, str]:
+    files = {}
+    affinity = prof.system_cpu_list.replace(",", " ")
+    body = header + "[Service]\nCPUAffinity=" + affinity + "\n"
+    for group in prof.daemons.values():
+        for unit in group.get("units", []):
+            files[f"etc/systemd/system/{unit}.d/{DROPIN_NAME}"] = body
+        if group.get("manager"):
+            # PID 1 itself; also the default for services without their own CPUAffinity=.
+            files[f"etc/systemd/system.conf.d/{DROPIN_NAME}"] = header + "[Manager]\nCPUAffinity=" + affinity + "\n"
+    return files
+
+
+def _irqbalance(prof: ProfilePlan) -> str:
+    return ("# Keep hardware interrupts off the application CPUs: irqbalance places IRQs on the system cores.\n"
+            f"IRQBALANCE_BANNED_CPULIST={prof.app_cpu_list}\n"
+            "# irqbalance < 1.8 reads the mask form instead\n"
+            f"IRQBALANCE_BANNED_CPUS={format_mask(prof.app_cpus)}\n")
+
+
+def _corespec_script(prof: ProfilePlan, nt: NodeType) -> str:
+    procs = sorted({p for g in prof.daemons.values() for p in g.get("processes", [])})
+    return f"""#!/bin/sh
+# Rendered by stackproof for node type {nt.name!r}, profile {prof.name!r} (k={prof.k}, {prof.position}).
+# Core specialization for hosts without systemd (or to re-apply at run time): bind the profile's
+# daemons to the system CPUs with taskset (tuna when present moves all threads the same way).
+#   stackproof-corespec apply    bind every running daemon of the profile
+#   stackproof-corespec check    exit 1 if a running daemon has a CPU outside the system CPUs
+set -u
+SYSTEM_CPUS="{prof.system_cpu_list}"
+PROCESSES="{' '.join(procs)}"
+
+pids_of() {{ pgrep -x "$1" 2>/dev/null || true; }}
+
+allowed() {{ awk '/^Cpus_allowed_list:/ {{print $2}}' "/proc/$1/status" 2>/dev/null; }}
+
+expand() {{ echo "$1" | tr ',' '\\n' | awk -F- '{{ if (NF==2) for (i=$1;i<=$2;i++) print i; else if ($1!="") print $1 }}' | sort -n | tr '\\n' ' '; }}
+
+inside() {{  # inside LIST SUPERSET
+  for c in $(expand "$1"); do case " $(expand "$2") " in *" $c "*) ;; *) return 1;; esac; done
+}}
+
+case "${{1:-apply}}" in
+apply)
+  rc=0
+  for name in $PROCESSES; do
+    for pid in $(pids_of "$name"); do
+      if command -v tuna >/dev/null 2>&1 && [ -z "${{STACKPROOF_NO_TUNA:-}}" ]; then
+        tuna --cpus="$SYSTEM_CPUS" --threads="$pid" --move >/dev/null 2>&1 \\
+          || taskset -a -c -p "$SYSTEM_CPUS" "$pid" >/dev/null || rc=1
+      else
+        taskset -a -c -p "$SYSTEM_CPUS" "$pid" >/dev/null || rc=1
+      fi
+      echo "$name[$pid] -> $(allowed "$pid")"
+    done
+  done
+  exit $rc ;;
+check)
+  rc=0
+  for name in $PROCESSES; do
+    for pid in $(pids_of "$name"); do
+      a=$(allowed "$pid")
+      if inside "$a" "$SYSTEM_CPUS"; then echo "ok   $name[$pid] $a"; else echo "FAIL $name[$pid] $a (system cpus $SYSTEM_CPUS)"; rc=1; fi
+    done
+  done
+  exit $rc ;;
+*) echo "usage: $0 apply|check" >&2; exit 2 ;;
+esac
+"""
+
+
+def find_mpibind_plugin(explicit: str | None) -> str | None:
+    if explicit == "none":
+        return None
+    if explicit and explicit != "auto":
+        if not Path(explicit).is_file():
+            raise StackproofError(f"mpibind plugin not found: {explicit}")
+        return explicit
+    return next((p for p in MPIBIND_PLUGIN_SEARCH if Path(p).is_file()), None)
+
+
+def write_tree(files: dict[str, str], out: Path) -> None:
+    for rel, text in files.items():
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+        dest.chmod(0o755 if rel.startswith("usr/local/sbin/") else 0o644)
+
+
+def _cmd_render(args) -> int:
+    nt = load(args.nodetype)
+    prof = plan(nt, args.profile, k=args.k, position=args.position, with_nvidia=args.with_nvidia)
+    nodes = expand(args.nodes or f"{nt.name}1")
+    site = Site(cluster_name=args.cluster_name or nt.name, nodes=nodes, controller=args.controller,
+                slurmctld_port=args.slurmctld_port, slurmd_port=args.slurmd_port, gpus=args.gpus,
+                mpibind_plugin=find_mpibind_plugin(args.mpibind_plugin), cgroup_plugin=args.cgroup_plugin)
+    files = render(nt, prof, site)
+    if args.output == "-":
+        for rel, text in files.items():
+            sys.stdout.write(f"==> {rel} <==\n{text}")
+        return 0
+    out = Path(args.output)
+    write_tree(files, out)
+    print(f"rendered {len(files)} files for {nt.name}/{prof.name} into {out}: system CPUs "
+          f"{prof.system_cpu_list or '-'}, application CPUs {prof.app_cpu_list}", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("slurm", help="render Slurm configuration and core-specialization profiles")
+    ssub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = ssub.add_parser("render", help="render slurm.conf & friends plus the profile's system side")
+    r.add_argument("--nodetype", required=True, help="node type name (slurm-conf/nodetypes/) or YAML path")
+    r.add_argument("--profile", required=True, help="|".join(profile_names()))
+    r.add_argument("--k", type=int, help="cores per socket for free/system cores (default: the node type's)")
+    r.add_argument("--position", choices=["first", "last"], help="override the profile's position")
+    r.add_argument("--with-nvidia", action="store_true", help="clean: also move nvidia* daemons (Clean+nvidia)")
+    r.add_argument("--nodes", help="hostlist of nodes of this type (default: <nodetype>1)")
+    r.add_argument("--gpus", action="store_true", help="declare the node type's GPUs as gres")
+    r.add_argument("--cluster-name")
+    r.add_argument("--controller", default="head", help="SlurmctldHost")
+    r.add_argument("--slurmctld-port", type=int, default=6817)
+    r.add_argument("--slurmd-port", type=int, default=6818)
+    r.add_argument("--cgroup-plugin", default="autodetect", choices=["autodetect", "cgroup/v1", "cgroup/v2"])
+    r.add_argument("--mpibind-plugin", default="auto", help="auto (search standard prefixes) | none | PATH")
+    r.add_argument("-o", "--output", default="-", help="output directory (default: print to stdout)")
+    r.set_defaults(func=_cmd_render)
