@@ -29,3 +29,37 @@ def require_tools(*tools):
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         pytest.skip(f"missing tools: {', '.join(missing)} (run scripts/install-deps.sh)")
+
+
+@pytest.fixture(scope="session")
+def live_cluster():
+    """The local Slurm test cluster (real daemons), shared by every live test of the session and
+    stopped at the end. Tests call `live_cluster.up(Settings(...))` for the configuration they need;
+    `up` is idempotent and reconfigures only when the settings change."""
+    require_root()
+    require_tools("slurmctld", "slurmd", "munged", "srun")
+    from stackproof.cluster import Cluster
+    cluster = Cluster()
+    yield cluster
+    cluster.down(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def mpi_hello(tmp_path_factory):
+    """An MPI hello world built with each MPI: {'openmpi': path, 'mpich': path}."""
+    require_tools("mpicc.openmpi", "mpicc.mpich")
+    src = tmp_path_factory.mktemp("hello") / "hello.c"
+    src.write_text(
+        '#include <mpi.h>\n#include <stdio.h>\n#include <unistd.h>\n'
+        'int main(int argc, char **argv) { int rank, size; char host[256];\n'
+        '  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);\n'
+        '  gethostname(host, sizeof host); int sum = 0, one = 1;\n'
+        '  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);\n'
+        '  printf("rank %d of %d on %s sum %d\\n", rank, size, host, sum); MPI_Finalize(); return sum != size; }\n')
+    out = {}
+    import subprocess
+    for mpi in ("openmpi", "mpich"):
+        exe = src.parent / f"hello-{mpi}"
+        subprocess.run([f"mpicc.{mpi}", "-O2", "-o", str(exe), str(src)], check=True)
+        out[mpi] = str(exe)
+    return out

@@ -11,6 +11,9 @@ COMMANDS = {
     "nodetype": "stackproof.nodetype",
     "slurm": "stackproof.slurmconf",
     "cluster": "stackproof.cluster",
+    "noise": "stackproof.noise.cli",
+    "images": "stackproof.images",
+    "spack-check": "stackproof.spackcheck",
 }
 
 

@@ -54,6 +54,7 @@ class Site:
     gpus: bool = False
     fake_gpus: int = 0                   # GPU gres backed by device files in run_dir/dev
     mpibind_plugin: str | None = None
+    mpibind_args: str = ""               # plugstack.conf arguments: default_off, exclusive_only_off
     cgroup_plugin: str = "autodetect"    # autodetect | cgroup/v1 | cgroup/v2
     ignore_systemd: bool = False         # cgroup/v2 on a host whose PID 1 is not systemd
     mpi_default: str = "none"
@@ -191,7 +192,7 @@ def _gres_conf(nt: NodeType, site: Site) -> str:
 def _plugstack_conf(site: Site) -> str:
     if not site.mpibind_plugin:
         return "# mpibind SPANK plugin not installed: no default binding plugin\n"
-    return f"required {site.mpibind_plugin}\n"
+    return f"required {site.mpibind_plugin}{' ' + site.mpibind_args if site.mpibind_args else ''}\n"
 
 
 def _profile_env(nt: NodeType, prof: ProfilePlan) -> str:
