@@ -46,20 +46,8 @@ def live_cluster():
 
 @pytest.fixture(scope="session")
 def mpi_hello(tmp_path_factory):
-    """An MPI hello world built with each MPI: {'openmpi': path, 'mpich': path}."""
+    """The packaged MPI smoke program built with each MPI: {'openmpi': path, 'mpich': path}."""
     require_tools("mpicc.openmpi", "mpicc.mpich")
-    src = tmp_path_factory.mktemp("hello") / "hello.c"
-    src.write_text(
-        '#include <mpi.h>\n#include <stdio.h>\n#include <unistd.h>\n'
-        'int main(int argc, char **argv) { int rank, size; char host[256];\n'
-        '  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);\n'
-        '  gethostname(host, sizeof host); int sum = 0, one = 1;\n'
-        '  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);\n'
-        '  printf("rank %d of %d on %s sum %d\\n", rank, size, host, sum); MPI_Finalize(); return sum != size; }\n')
-    out = {}
-    import subprocess
-    for mpi in ("openmpi", "mpich"):
-        exe = src.parent / f"hello-{mpi}"
-        subprocess.run([f"mpicc.{mpi}", "-O2", "-o", str(exe), str(src)], check=True)
-        out[mpi] = str(exe)
-    return out
+    from stackproof.acceptance import build_mpi_hello
+    out_dir = tmp_path_factory.mktemp("hello")
+    return {mpi: str(build_mpi_hello(mpi, out_dir)) for mpi in ("openmpi", "mpich")}

@@ -61,10 +61,10 @@ def test_mpi_single_node_openmpi_pmix_and_mpich_pmi2(live_cluster, mpi_hello):
     n = LOCAL.num_cores
     ompi = srun(live_cluster, f"-n{n}", "--mpi=pmix", mpi_hello["openmpi"])
     assert ompi.returncode == 0, ompi.stderr
-    assert sorted(re.findall(rf"rank (\d+) of {n} .* sum {n}", ompi.stdout)) == [str(i) for i in range(n)]
+    assert sorted(re.findall(rf"rank (\d+) of {n} on \S+ cpu \d+ sum {n}", ompi.stdout)) == [str(i) for i in range(n)]
     mpich = srun(live_cluster, f"-n{n}", "--mpi=pmi2", mpi_hello["mpich"])
     assert mpich.returncode == 0, mpich.stderr
-    assert sorted(re.findall(rf"rank (\d+) of {n} .* sum {n}", mpich.stdout)) == [str(i) for i in range(n)]
+    assert sorted(re.findall(rf"rank (\d+) of {n} on \S+ cpu \d+ sum {n}", mpich.stdout)) == [str(i) for i in range(n)]
 
 
 @pytest.mark.skipif(LOCAL.cores_per_socket < 2, reason="core specialization needs >= 2 cores per socket")
@@ -124,10 +124,10 @@ def test_three_nodes_in_namespaces_with_mpi_over_tcp(live_cluster, mpi_hello):
     assert sorted(addrs.stdout.split()) == ["10.99.0.11/24", "10.99.0.12/24", "10.99.0.13/24"]
     ompi = srun(live_cluster, "-N3", "-n3", "--mpi=pmix", mpi_hello["openmpi"])
     assert ompi.returncode == 0, ompi.stderr
-    assert sorted(re.findall(r"rank \d of 3 on (n\d) sum 3", ompi.stdout)) == ["n1", "n2", "n3"]
+    assert sorted(re.findall(r"rank \d of 3 on (n\d) cpu \d+ sum 3", ompi.stdout)) == ["n1", "n2", "n3"]
     mpich = srun(live_cluster, "-N3", "-n3", "--mpi=pmi2", mpi_hello["mpich"])
     assert mpich.returncode == 0, mpich.stderr
-    assert sorted(re.findall(r"rank \d of 3 on (n\d) sum 3", mpich.stdout)) == ["n1", "n2", "n3"]
+    assert sorted(re.findall(r"rank \d of 3 on (n\d) cpu \d+ sum 3", mpich.stdout)) == ["n1", "n2", "n3"]
     # Proof that ranks are on separate hosts: shared memory alone cannot connect them.
     env_shm = srun(live_cluster, "-N3", "-n3", "--mpi=pmix", "--export=ALL,OMPI_MCA_btl=self,vader",
                    mpi_hello["openmpi"], timeout=120)
