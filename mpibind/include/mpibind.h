@@ -25,6 +25,9 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: only what this header declares is exported. */
+#pragma GCC visibility push(default)
+
 #define MPIBIND_VERSION_STRING "1.0.0"
 
 /* One enum, in the reference implementation's order, so numeric values match. */
@@ -160,6 +163,8 @@ const char *mpibind_options_usage(void);
  * else on with exclusive_only_off; else on only for node-exclusive steps. */
 int mpibind_decide_enabled(int user_enable, int default_off, int exclusive_only_off,
                            int exclusive);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,7 @@ int mpibind_open_topology(hwloc_topology_t *out, const char *xml_path,
     return -1;
   }
   if (xml_path != NULL && hwloc_topology_set_xml(topo, xml_path) < 0) {
-    snprintf(err, errlen, "hwloc cannot use %s as an XML topology", xml_path);
+    snprintf(err, errlen, "cannot load topology %s (not a valid hwloc XML file?)", xml_path);
     hwloc_topology_destroy(topo);
     return -1;
   }

@@ -401,13 +401,19 @@ class Cluster:
         while time.monotonic() < deadline:
             if not self._slurmctld_alive():
                 raise StackproofError(f"slurmctld exited; see {self.root}/log/slurmctld.log")
-            proc = subprocess.run(self.client_prefix(st) + probe, capture_output=True, text=True,
-                                  env=self.env(), timeout=30)
+            try:
+                proc = subprocess.run(self.client_prefix(st) + probe, capture_output=True, text=True,
+                                      env=self.env(), timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                last = (exc.stderr or b"").decode(errors="replace").strip()
+                break
             if proc.returncode == 0:
                 return
             last = proc.stderr.strip()
             time.sleep(0.3)
-        raise StackproofError(f"cluster not ready after {timeout:.0f} s: {last}")
+        queue = subprocess.run(self.client_prefix(st) + ["squeue"], capture_output=True, text=True,
+                               env=self.env()).stdout
+        raise StackproofError(f"cluster not ready after {timeout:.0f} s: {last}\n{queue}")
 
     @staticmethod
     def _has_mpibind(st: State) -> bool:
