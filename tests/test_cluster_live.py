@@ -168,6 +168,8 @@ def test_down_removes_daemons_namespaces_and_cgroups(live_cluster):
     assert not any(cl._alive(p) for p in pids)
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in netns for ns in st.netns)
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert cl.HOST_VETH not in links
     assert not list(Path("/sys/fs/cgroup").glob("*/slurm_n[12]"))
     assert live_cluster.status() == {"up": False, "run_dir": str(live_cluster.root)}
 
@@ -218,3 +220,13 @@ def test_missing_packages(tmp_path, monkeypatch):
     with pytest.raises(StackproofError, match="missing packages: slurmd-imaginary"):
         cl.Cluster(tmp_path).up(cl.Settings(ports=(17867, 17868)))
     assert _nothing_started(tmp_path)
+
+
+def test_cli_up_keeps_the_running_clusters_other_settings(live_cluster):
+    """`up --profile P` (what the ReFrame checks call) switches only the profile."""
+    live_cluster.up(cl.Settings(profile="baseline", nodes=2, fake_gpus=2))
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile", "freecore-last"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    settings = live_cluster.status()["settings"]
+    assert (settings["profile"], settings["nodes"], settings["fake_gpus"]) == ("freecore-last", 2, 2)

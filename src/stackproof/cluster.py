@@ -9,7 +9,7 @@ Modes:
 - single node: one slurmd named after this host, controller on 127.0.0.1;
 - --nodes N: N slurmd, each in its own network + UTS (+ mount, for a private /etc/hosts) namespace
   with hostname nI and address 10.99.0.(10+I), bridged in the controller's namespace (10.99.0.1).
-  Clients run in the controller's namespace (`stackproof cluster exec -- srun ...`).
+  This host joins the bridge as 10.99.0.254, so Slurm clients run from anywhere on it.
 
 `up` is idempotent: a running cluster with the same settings is left alone except that dead daemons
 are restarted; different settings (another profile) restart Slurm with the new configuration.
@@ -36,6 +36,7 @@ from .slurmconf import Site, render, write_tree
 DEFAULT_RUN_DIR = "/tmp/stackproof-cluster"
 DEFAULT_PORTS = (17817, 17818)
 NETNS_PREFIX = "spk"
+HOST_VETH = "spk-host"            # root-namespace end of the link to the cluster bridge
 SUBNET = "10.99.0"
 REQUIRED = {"slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client", "sinfo": "slurm-client",
             "munged": "munge", "ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
@@ -208,12 +209,6 @@ class Cluster:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         return env
 
-    def client_prefix(self, st: State | None = None) -> list[str]:
-        st = st or self.load_state()
-        if st and st.netns:
-            return ["nsenter", f"--net=/run/netns/{st.netns[0]}"]
-        return []
-
     # ---- preflight ----
     def preflight(self, settings: Settings) -> None:
         if os.geteuid() != 0:
@@ -336,6 +331,12 @@ class Cluster:
         _sh(ip + ["-n", ctl, "link", "add", "br0", "type", "bridge"])
         _sh(ip + ["-n", ctl, "addr", "add", f"{SUBNET}.1/24", "dev", "br0"])
         _sh(ip + ["-n", ctl, "link", "set", "br0", "up"])
+        # The host itself joins the bridge (10.99.0.254), so Slurm clients run from the root namespace
+        # (pytest, ReFrame, a shell) and every packet to 10.99.0.0/24 stays on this machine.
+        _sh(ip + ["link", "add", HOST_VETH, "type", "veth", "peer", "name", "uplink", "netns", ctl])
+        _sh(ip + ["-n", ctl, "link", "set", "uplink", "master", "br0", "up"])
+        _sh(ip + ["addr", "add", f"{SUBNET}.254/24", "dev", HOST_VETH])
+        _sh(ip + ["link", "set", HOST_VETH, "up"])
         hosts = ["127.0.0.1 localhost", f"{SUBNET}.1 {socket.gethostname().split('.')[0]} ctl"]
         for i, n in enumerate(st.node_names, start=1):
             ns = f"{NETNS_PREFIX}-{n}"
@@ -351,7 +352,8 @@ class Cluster:
         (self.root / "etc/hosts").write_text("\n".join(hosts) + "\n")
 
     def _start_slurmctld(self, st: State) -> None:
-        cmd = self.client_prefix(st) + ["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)]
+        netns = ["nsenter", f"--net=/run/netns/{st.netns[0]}"] if st.netns else []
+        cmd = netns + ["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)]
         _sh(cmd, env=self.env())
         for _ in range(100):
             if self._slurmctld_alive():
@@ -402,7 +404,7 @@ class Cluster:
             if not self._slurmctld_alive():
                 raise StackproofError(f"slurmctld exited; see {self.root}/log/slurmctld.log")
             try:
-                proc = subprocess.run(self.client_prefix(st) + probe, capture_output=True, text=True,
+                proc = subprocess.run(probe, capture_output=True, text=True,
                                       env=self.env(), timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired as exc:
                 last = (exc.stderr or b"").decode(errors="replace").strip()
@@ -411,7 +413,7 @@ class Cluster:
                 return
             last = proc.stderr.strip()
             time.sleep(0.3)
-        queue = subprocess.run(self.client_prefix(st) + ["squeue"], capture_output=True, text=True,
+        queue = subprocess.run(["squeue"], capture_output=True, text=True,
                                env=self.env()).stdout
         raise StackproofError(f"cluster not ready after {timeout:.0f} s: {last}\n{queue}")
 
@@ -453,6 +455,8 @@ class Cluster:
             _kill_and_wait([st.munged_pid], timeout=5)
         for ns in reversed(st.netns):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if st.netns:  # normally gone with its peer in the controller namespace
+            subprocess.run(["ip", "link", "del", HOST_VETH], capture_output=True)
         self._remove_cgroups(st)
         for f in (self.root / "run").glob("*.pid"):
             f.unlink(missing_ok=True)
@@ -506,7 +510,7 @@ class Cluster:
             pid = _read_pid(self.slurmd_pidfile(node))
             prefix = ["nsenter", "-t", str(pid), "--net", "--uts", "--mount"] if st.netns else []
         else:
-            prefix = self.client_prefix(st)
+            prefix = []  # clients reach the controller from the root namespace (see _make_netns)
         return subprocess.run(prefix + cmd, env=self.env(), **kw)
 
 
@@ -520,20 +524,37 @@ def _parse_ports(text: str) -> tuple[int, int]:
     return a, b
 
 
-def settings_from_args(args) -> Settings:
-    if args.mpibind == "off":
+def settings_from_args(args, current: dict | None = None) -> Settings:
+    """Settings for `up`: options given on the command line win; the others keep the running
+    cluster's values (so `up --profile corespec` switches the profile of a 3-node cluster with
+    fake GPUs and leaves the rest alone), or take the defaults when nothing runs."""
+    base = Settings()
+    if current:
+        base = Settings(**{**current, "ports": tuple(current["ports"])})
+    mpibind = args.mpibind
+    if mpibind is None:
+        plugin = base.mpibind_plugin if current else find_mpibind_plugin()
+    elif mpibind == "off":
         plugin = None
     else:
         plugin = find_mpibind_plugin()
-        if args.mpibind == "on" and plugin is None:
+        if mpibind == "on" and plugin is None:
             raise StackproofError("--mpibind on: the mpibind SPANK plugin is not built (make build) "
                                   "and STACKPROOF_MPIBIND_PLUGIN is not set")
-    return Settings(profile=args.profile, k=args.k, nodes=args.nodes, fake_gpus=args.fake_gpus,
-                    ports=args.ports, mpibind_plugin=plugin, mpibind_args=args.mpibind_args)
+
+    def pick(value, inherited):
+        return inherited if value is None else value
+    # k belongs to the profile: a new profile without --k takes the node type's default.
+    k = args.k if args.k is not None else (base.k if args.profile is None else None)
+    return Settings(profile=pick(args.profile, base.profile), k=k, nodes=pick(args.nodes, base.nodes),
+                    fake_gpus=pick(args.fake_gpus, base.fake_gpus), ports=pick(args.ports, base.ports),
+                    mpibind_plugin=plugin, mpibind_args=pick(args.mpibind_args, base.mpibind_args))
 
 
 def _cmd_up(args) -> int:
-    Cluster(args.run_dir).up(settings_from_args(args))
+    c = Cluster(args.run_dir)
+    st = c.load_state()
+    c.up(settings_from_args(args, st.settings if st else None))
     return 0
 
 
@@ -578,14 +599,15 @@ def register(sub) -> None:
     p.add_argument("--run-dir", type=Path, default=None, help=f"state directory (default $STACKPROOF_RUN_DIR or {DEFAULT_RUN_DIR})")
     csub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     u = csub.add_parser("up", help="start (or reconfigure) the cluster; idempotent")
-    u.add_argument("--profile", default="baseline", help="|".join(profile_names()))
+    u.epilog = "Options not given keep the running cluster's values (defaults when none runs)."
+    u.add_argument("--profile", help="|".join(profile_names()) + " (default baseline)")
     u.add_argument("--k", type=int, help="system/free cores per socket (default: the node type's)")
-    u.add_argument("--nodes", type=int, default=1, help="emulated nodes, each in its own namespaces")
-    u.add_argument("--fake-gpus", type=int, default=0, help="GPU gres per node backed by device files")
-    u.add_argument("--ports", type=_parse_ports, default=DEFAULT_PORTS, help="SLURMCTLD,SLURMD ports")
-    u.add_argument("--mpibind", choices=["auto", "on", "off"], default="auto",
-                   help="load the mpibind SPANK plugin from the build (auto: when built)")
-    u.add_argument("--mpibind-args", default="", help="plugstack.conf arguments, e.g. default_off")
+    u.add_argument("--nodes", type=int, help="emulated nodes, each in its own namespaces (default 1)")
+    u.add_argument("--fake-gpus", type=int, help="GPU gres per node backed by device files (default 0)")
+    u.add_argument("--ports", type=_parse_ports, help="SLURMCTLD,SLURMD ports (default 17817,17818)")
+    u.add_argument("--mpibind", choices=["auto", "on", "off"],
+                   help="load the mpibind SPANK plugin from the build (default auto: when built)")
+    u.add_argument("--mpibind-args", help="plugstack.conf arguments, e.g. default_off")
     u.set_defaults(func=_cmd_up)
     d = csub.add_parser("down", help="stop every daemon, remove namespaces and cgroups")
     d.set_defaults(func=_cmd_down)
