@@ -179,8 +179,8 @@ int fwq_parse_options(int argc, char **argv, struct fwq_options *opt, int thread
             opt->cpu_list = optarg;
             break;
         case 'q': opt->quiet = 1; break;
-        case 'h': usage(stdout, threads_mode); exit(0);
-        case OPT_VERSION: printf("fwq %s\n", FWQ_VERSION); exit(0);
+        case 'h': usage(stdout, threads_mode); return 1;
+        case OPT_VERSION: printf("fwq %s\n", FWQ_VERSION); return 1;
         default:
             fprintf(stderr, "fwq: unknown or incomplete option '%s'\n", argv[optind - 1]);
             usage(stderr, threads_mode);
@@ -329,13 +329,16 @@ double fwq_ns_per_iteration(void)
     return best;
 }
 
-/* Median duration of a batch of quanta (the median ignores the few samples hit by noise). */
-static double median_quantum_ns(uint64_t iterations, int count)
+/* The noise-free duration of a quantum: the 10th percentile of a batch. A co-tenant or a daemon
+ * lengthens some samples (often half of them on a shared core), never shortens one, so a low
+ * percentile tracks the undisturbed work where a median would jump with the load. */
+static double clean_quantum_ns(uint64_t iterations, int count)
 {
     double v[201];
     if (count > 201) count = 201;
     for (int i = 0; i < count; i++) v[i] = time_work_ns(iterations);
-    return median(v, count);
+    qsort(v, (size_t)count, sizeof *v, compare_double);
+    return v[count / 10];
 }
 
 int fwq_check_quantum(const struct fwq_timer_info *timer, uint64_t quantum_ns, char *err, size_t errlen)
@@ -356,23 +359,27 @@ int fwq_check_quantum(const struct fwq_timer_info *timer, uint64_t quantum_ns, c
     return 0;
 }
 
-uint64_t fwq_calibrate(const struct fwq_timer_info *timer, uint64_t quantum_ns, double *error)
+static double combine_or_keep(fwq_combine_fn combine, void *ctx, double v)
 {
-    (void)timer;
+    return combine ? combine(v, ctx) : v;
+}
+
+uint64_t fwq_calibrate(uint64_t quantum_ns, double *error, fwq_combine_fn combine, void *ctx)
+{
     double target = (double)quantum_ns;
-    double w = target / fwq_ns_per_iteration();
+    double w = target / combine_or_keep(combine, ctx, fwq_ns_per_iteration());
     /* batch size: enough quanta for ~30 ms per round, between 21 and 201 */
     int count = (int)(30e6 / target);
     if (count < 21) count = 21;
     if (count > 201) count = 201;
     for (int round = 0; round < 6; round++) {
         if (w < 1) w = 1;
-        double m = median_quantum_ns((uint64_t)llround(w), count);
+        double m = combine_or_keep(combine, ctx, clean_quantum_ns((uint64_t)llround(w), count));
         if (fabs(m / target - 1) < 0.002) break;
         w *= target / m;
     }
     uint64_t iterations = w < 1 ? 1 : (uint64_t)llround(w);
-    *error = median_quantum_ns(iterations, count) / target - 1;
+    *error = combine_or_keep(combine, ctx, clean_quantum_ns(iterations, count)) / target - 1;
     return iterations;
 }
 

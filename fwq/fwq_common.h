@@ -56,12 +56,13 @@ struct fwq_run_meta {
     long nsamples;
     uint64_t work_iterations;
     uint64_t quantum_target_ns;
-    double calibration_error;  /* (median calibrated sample - target) / target; 0 without --quantum */
+    double calibration_error;  /* (10th percentile of a fresh batch - target) / target; 0 without --quantum */
     double ns_per_iteration;
     struct fwq_timer_info timer;
     const char *command;
 };
 
+/* 0: run; 1: help or version printed, exit 0; -1: bad options (message printed), exit 2 */
 int fwq_parse_options(int argc, char **argv, struct fwq_options *opt, int threads_mode);
 int fwq_parse_duration_ns(const char *text, uint64_t *ns);
 char *fwq_join_command(int argc, char **argv);
@@ -75,8 +76,12 @@ void fwq_work(uint64_t iterations);
 void fwq_sample(enum fwq_timer kind, uint64_t iterations, long nsamples, uint32_t *samples,
                 struct fwq_rank_meta *meta);
 double fwq_ns_per_iteration(void);
-/* Choose the loop count that makes the median sample last quantum_ns; *error = relative error. */
-uint64_t fwq_calibrate(const struct fwq_timer_info *timer, uint64_t quantum_ns, double *error);
+/* Choose the loop count that makes an undisturbed sample (10th percentile) last quantum_ns;
+ * *error = relative error of a fresh batch.
+ * combine (may be NULL) merges a per-rank measurement into one value all ranks agree on (an MPI
+ * average), so every rank calibrates at the same time, under the same load, to the same count. */
+typedef double (*fwq_combine_fn)(double local, void *ctx);
+uint64_t fwq_calibrate(uint64_t quantum_ns, double *error, fwq_combine_fn combine, void *ctx);
 int fwq_check_quantum(const struct fwq_timer_info *timer, uint64_t quantum_ns, char *err, size_t errlen);
 
 void fwq_fill_rank_meta(struct fwq_rank_meta *meta, int rank);

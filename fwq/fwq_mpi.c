@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "fwq_common.h"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,17 @@
 
 static double wall(void) { return MPI_Wtime(); }
 
+/* calibration runs on all ranks at once and agrees on the mean of their measurements */
+static double average_over_ranks(double local, void *ctx)
+{
+    (void)ctx;
+    double sum = 0;
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / n;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -21,10 +33,19 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-    struct fwq_options opt;
-    int bad = fwq_parse_options(argc, argv, &opt, 0) != 0;
     /* every rank parses the same arguments, so they all agree on failing; only rank 0 talks */
-    if (bad) { MPI_Finalize(); return FWQ_EXIT_USAGE; }
+    struct fwq_options opt;
+    int saved_stderr = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        saved_stderr = dup(2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
+    }
+    if (rank != 0) { fflush(stdout); (void)!freopen("/dev/null", "w", stdout); } /* -h/--version once */
+    int parsed = fwq_parse_options(argc, argv, &opt, 0);
+    if (saved_stderr >= 0) { fflush(stderr); dup2(saved_stderr, 2); close(saved_stderr); }
+    if (parsed != 0) { MPI_Finalize(); return parsed > 0 ? 0 : FWQ_EXIT_USAGE; }
 
     /* one rank per core: refuse to pile more ranks on a node than it has CPUs */
     MPI_Comm node;
@@ -58,13 +79,11 @@ int main(int argc, char **argv)
         return FWQ_EXIT_USAGE;
     }
 
-    /* fixed work: the same loop count on every rank, chosen by rank 0 */
+    /* fixed work: the same loop count on every rank (rank 0's value is authoritative) */
     uint64_t iterations = opt.work_iterations;
-    double calibration_error = 0, ns_per_iteration = 0;
-    if (rank == 0) {
-        if (opt.quantum_ns) iterations = fwq_calibrate(&timer, opt.quantum_ns, &calibration_error);
-        ns_per_iteration = fwq_ns_per_iteration();
-    }
+    double calibration_error = 0;
+    if (opt.quantum_ns) iterations = fwq_calibrate(opt.quantum_ns, &calibration_error, average_over_ranks, NULL);
+    double ns_per_iteration = average_over_ranks(fwq_ns_per_iteration(), NULL);
     MPI_Bcast(&iterations, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
 
     uint32_t *samples = malloc((size_t)opt.nsamples * sizeof *samples);

@@ -78,7 +78,7 @@ def test_bogus_option_fails_before_any_task_runs(mpibind_cluster, tmp_path):
 def test_option_is_registered_for_sbatch_and_salloc(mpibind_cluster):
     c, up = mpibind_cluster
     up("baseline")
-    sb = c.exec_cmd(["sbatch", "--mpibind=v", "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    sb = c.exec_cmd(["sbatch", "--mpibind=v", "-o", "/dev/null", "--wrap", "true"], capture_output=True, text=True, timeout=60)
     assert sb.returncode == 0 and "Submitted batch job" in sb.stdout, sb.stderr
     sa = c.exec_cmd(["salloc", "--mpibind=off", "true"], capture_output=True, text=True, timeout=120)
     assert sa.returncode == 0, sa.stderr

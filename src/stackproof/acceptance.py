@@ -1,11 +1,16 @@
 """`make acceptance`: bring up the local test cluster, run the acceptance steps under every
 core-specialization profile, print and write a summary, tear the cluster down.
 
-Each step is a small function returning a one-line result or raising; progress is printed as
-`[i/n] step ... ok (seconds)`. The summary (Markdown) goes to reports/acceptance/summary.md.
+Steps: an MPI smoke job under every profile (one rank per application core, each rank's CPU
+checked) and across 3 namespaced nodes, then the ReFrame acceptance suite on the test cluster
+(FWQ x profiles x injected signature, core specialization, mpibind binding, MPI; OSU/AMG/SW4 when
+their binaries are provided), then `stackproof report`. Each step prints `[i/n] step ... ok (s)`.
+Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR): summary.md, report.html, report.md,
+reframe-report.json.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -16,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from .cluster import Cluster, Settings
+from .cluster import Cluster, Settings, find_mpibind_plugin
 from .cpulist import parse_list
 from .errors import StackproofError
 from .nodetype import from_host
@@ -49,10 +54,13 @@ def profile_env(cluster: Cluster) -> dict[str, str]:
 
 def mpi_smoke(cluster: Cluster, hello: Path, profile: str) -> str:
     """One Open MPI rank per application core; every rank must stay on the application CPUs."""
+    st = cluster.load_state()
+    if st is None:
+        raise StackproofError("the test cluster is not up")
     env = profile_env(cluster)
     n = env["STACKPROOF_APP_CORES"]
-    srun = ["srun", f"-n{n}", "--mpi=pmix", "--mpibind=off"] if cluster.load_state().settings.get("mpibind_plugin") \
-        else ["srun", f"-n{n}", "--mpi=pmix"]
+    # explicit binding below: keep the mpibind plugin (if loaded) from overriding it
+    srun = ["srun", f"-n{n}", "--mpi=pmix"] + (["--mpibind=off"] if st.settings.get("mpibind_plugin") else [])
     if env["STACKPROOF_RESERVED"] == "no":
         # No system change: the job takes the whole node and binds ranks to the application cores.
         cmd = ["salloc", "-N1", "--exclusive"] + srun + [f"--cpu-bind={env['STACKPROOF_SRUN_CPU_BIND']}", str(hello)]
@@ -104,6 +112,50 @@ def summary_markdown(results: list[Result], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# FWQ size for acceptance on a small machine: 50,000 samples of ~7 us quanta (-w 16384) per rank;
+# runs with an injected signature sample for at least 5 signature periods (the check's rule).
+FWQ_SETTINGS = ["-S", "FWQNoise.samples=50000", "-S", "FWQNoise.work=16384"]
+ACCEPTANCE_CHECKS = "FWQNoise|CoreSpecCheck|MpibindBinding|MPIHello|OSUBenchmark|AMGBenchmark|SW4Benchmark|GPUHealth"
+
+
+def reframe_suite(cluster: Cluster, out: Path, stacks: list[str]) -> str:
+    """The ReFrame acceptance checks on the test cluster (output streamed as progress)."""
+    report = out / "reframe-report.json"
+    st = cluster.load_state()
+    if st is None:
+        raise StackproofError("the test cluster is not up (see the cluster step above)")
+    env = cluster.env()
+    env.update(STACKPROOF_CLUSTER_NODES=str(len(st.node_names)), STACKPROOF_FAKE_GPUS=str(st.settings["fake_gpus"]))
+    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
+    for s in stacks:
+        cmd += ["--stack", s]
+    # The cpu partition: the gpu partition's fake GPUs cannot run CUDA, and the same node would only
+    # repeat the CPU measurements.
+    cmd += ["--", "--system", "testcluster:cpu", "-n", ACCEPTANCE_CHECKS, "--report-file", str(report),
+            *FWQ_SETTINGS]
+    print(file=sys.stderr)
+    proc = subprocess.run(cmd, env=env, stderr=subprocess.STDOUT, text=True, stdout=sys.stderr)
+    if not report.exists():
+        raise StackproofError(f"ReFrame wrote no report (exit {proc.returncode})")
+    doc = json.loads(report.read_text())
+    s = doc["session_info"]
+    summary = (f"{s.get('num_cases', '?')} cases, {s.get('num_failures', 0)} failed, "
+               f"{s.get('num_skipped', 0)} skipped (stacks {', '.join(stacks)})")
+    if proc.returncode != 0:
+        raise StackproofError(f"ReFrame: {summary}; see {report}")
+    return summary
+
+
+def stacks_available() -> list[str]:
+    """The laptop stack (this machine's Open MPI) always; commodity/vendor when their views exist."""
+    stacks = ["laptop"]
+    for stack in ("commodity", "vendor"):
+        var = f"STACKPROOF_{stack.upper()}_VIEW"
+        if os.environ.get(var) and Path(os.environ[var]).is_dir():
+            stacks.append(stack)
+    return stacks
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print("acceptance: must run as root (the test cluster starts daemons)", file=sys.stderr)
@@ -124,6 +176,12 @@ def main() -> int:
         steps.append((f"{prof}: MPI smoke", lambda p=prof: mpi_smoke(cluster, hello, p)))
     steps.append(("3 nodes: cluster up", lambda: _up(cluster, Settings(profile="baseline", nodes=3))))
     steps.append(("3 nodes: MPI smoke", lambda: multinode_smoke(cluster, hello)))
+    plugin = find_mpibind_plugin()
+    steps.append(("test cluster for ReFrame (1 node, 2 fake GPUs, mpibind)",
+                  lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
+    stacks = stacks_available()
+    steps.append(("ReFrame acceptance suite", lambda: reframe_suite(cluster, out, stacks)))
+    steps.append(("report", lambda: _report(out)))
     try:
         results = run(steps)
     finally:
@@ -133,8 +191,17 @@ def main() -> int:
     md = summary_markdown(results, header)
     (out / "summary.md").write_text(md)
     print("\n" + md, end="")
-    print(f"summary written to {out / 'summary.md'}", file=sys.stderr)
+    print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _report(out: Path) -> str:
+    from .report import build, load_run
+    report = out / "reframe-report.json"
+    if not report.exists():
+        raise StackproofError("no ReFrame results to report")
+    data = build(load_run(str(report)), out, "stackproof acceptance report")
+    return f"{out / 'report.html'} ({len(data['results'])} test cases, {len(data['noise'])} noise rows)"
 
 
 def _up(cluster: Cluster, settings: Settings) -> str:

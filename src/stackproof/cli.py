@@ -12,6 +12,8 @@ COMMANDS = {
     "slurm": "stackproof.slurmconf",
     "cluster": "stackproof.cluster",
     "noise": "stackproof.noise.cli",
+    "bench": "stackproof.benchparse",
+    "report": "stackproof.report",
     "images": "stackproof.images",
     "spack-check": "stackproof.spackcheck",
 }

@@ -130,6 +130,13 @@ def _kill_and_wait(pids: list[int], timeout: float = 20.0) -> None:
                 pass
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -239,7 +246,7 @@ class Cluster:
             return st
         if st:
             log("settings changed: restarting the cluster with the new configuration")
-            self.down(quiet=True)
+        self.down(quiet=True)  # also stops orphaned daemons of this run directory
         self.preflight(settings)
         t0 = time.monotonic()
         try:
@@ -441,7 +448,12 @@ class Cluster:
     def down(self, quiet: bool = False) -> None:
         st = self.load_state()
         if st is None:
-            if not quiet:
+            orphans = self._orphan_pids()
+            if orphans:
+                # Daemons of this run directory without cluster.json (an interrupted up/down).
+                log(f"no cluster state, but daemons of {self.root} are running (pids {orphans}): stopping them")
+                _kill_and_wait(orphans)
+            elif not quiet:
                 log("not up")
             return
         slurmd = [_read_pid(self.slurmd_pidfile(n)) for n in st.node_names]
@@ -464,6 +476,18 @@ class Cluster:
         if not quiet:
             log(f"down: stopped {len(st.node_names)} slurmd, slurmctld, munged; removed "
                 f"{len(st.netns)} namespaces and the cgroups")
+
+    def _orphan_pids(self) -> list[int]:
+        """Daemons started for this run directory: their command line names its config or socket."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                cmd = _cmdline(int(proc.name)).split()
+                if cmd and Path(cmd[0]).name in ("slurmctld", "slurmd", "munged") and \
+                        any(arg.startswith(str(self.root) + "/") or arg.startswith(f"--socket={self.root}/")
+                            for arg in cmd[1:]):
+                    pids.append(int(proc.name))
+        return [p for p in pids if _alive(p)]
 
     def _stray_stepds(self, st: State) -> list[int]:
         """slurmstepd processes of this cluster's nodes (found by their /slurm_<node> cgroup)."""

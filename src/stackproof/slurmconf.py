@@ -250,7 +250,15 @@ set -u
 SYSTEM_CPUS="{prof.system_cpu_list}"
 PROCESSES="{' '.join(procs)}"
 
-pids_of() {{ pgrep -x "$1" 2>/dev/null || true; }}
+# Skipped: zombies (exited, not yet reaped: nothing runs) and a daemon's own children that still
+# carry its name (slurmstepd forks each task, sets the task's affinity, then execs it: job, not daemon).
+pids_of() {{
+  for p in $(pgrep -x "$1" 2>/dev/null); do
+    st=$(awk '/^State:/ {{print $2}}' "/proc/$p/status" 2>/dev/null)
+    pp=$(awk '/^PPid:/ {{print $2}}' "/proc/$p/status" 2>/dev/null)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$(cat "/proc/$pp/comm" 2>/dev/null)" != "$1" ] && echo "$p"
+  done
+}}
 
 allowed() {{ awk '/^Cpus_allowed_list:/ {{print $2}}' "/proc/$1/status" 2>/dev/null; }}
 

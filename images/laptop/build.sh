@@ -1,0 +1,37 @@
+#!/bin/sh
+# One command for the laptop image: debian12-compute (if missing), then this layer; writes
+# build/images/stackproof-laptop.oci.tar (+ manifest) and the SIF when apptainer is on PATH.
+# usage: build.sh [--out DIR]
+set -eu
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=$repo/build/images
+[ "${1:-}" = --out ] && out=$2
+die() { echo "stackproof-laptop: error: $*" >&2; exit 1; }
+[ -f "$out/debian12-compute.oci.tar" ] || "$repo/images/debian12-compute/build.sh" --out "$out"
+export IMAGES_STATE="$out/podman"
+# shellcheck source=images/common/podman-env.sh
+. "$repo/images/common/podman-env.sh"
+base=localhost/stackproof/debian12-compute:latest
+podman image exists "$base" || podman load -q -i "$out/debian12-compute.oci.tar" >/dev/null
+ctx=$out/laptop-context
+rm -rf "$ctx" && mkdir -p "$ctx/wheels" "$ctx/images/laptop"
+reframe=$(grep '^reframe-hpc==' "$repo/requirements-lock.txt") || die "requirements-lock.txt pins no reframe-hpc"
+pip=$repo/.venv/bin/pip
+[ -x "$pip" ] || die "no $pip: run make venv"
+# ReFrame and its dependencies as wheels; versions pinned by requirements-lock.txt where it has them
+"$pip" download -q --only-binary=:all: -c "$repo/requirements-lock.txt" -d "$ctx/wheels" "$reframe"
+cp "$repo/requirements-lock.txt" "$ctx/"
+cp "$repo/images/laptop/entrypoint.sh" "$ctx/images/laptop/"
+image=localhost/stackproof/stackproof-laptop:latest
+podman build --layers=false -f "$repo/images/laptop/Containerfile" --build-arg BASE="$base" -t "$image" "$ctx" >/dev/null
+rm -f "$out/stackproof-laptop.oci.tar"
+podman save --format oci-archive -o "$out/stackproof-laptop.oci.tar" "$image"
+podman run --rm --entrypoint cat "$image" /usr/share/stackproof/manifest.txt > "$out/stackproof-laptop.manifest.txt"
+echo "reframe-component $reframe" >> "$out/stackproof-laptop.manifest.txt"
+if command -v apptainer >/dev/null 2>&1; then
+  (cd "$out" && apptainer build --force stackproof-laptop.sif "$repo/images/laptop/stackproof-laptop.def")
+else
+  echo "stackproof-laptop: apptainer not on PATH: OCI archive only (podman run --rm $image)"
+fi
+rm -rf "$ctx"
+echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB)"

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Laptop image entry point.
+#   acceptance [ARGS]   the acceptance suite (it brings up the local Slurm test cluster; the munge
+#                       key is made then, in the container). Needs `podman run --privileged`
+#                       (network namespaces for the test cluster).
+#   smoke               the image smoke only (no daemons)
+#   shell / any command run it
+set -eu
+PATH=/opt/stackproof/venv/bin:"$PATH"
+export PATH
+case "${1:-acceptance}" in
+smoke) exec /usr/local/share/stackproof-images/smoke.sh ;;
+shell) exec /bin/bash ;;
+acceptance)
+  [ $# -gt 0 ] && shift
+  PYTHONPATH=/opt/stackproof/share/stackproof/src${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH
+  python3 -c 'import stackproof.acceptance' 2>/dev/null || {
+    echo "stackproof-laptop: this image's stackproof has no acceptance module; running the smoke" >&2
+    exec /usr/local/share/stackproof-images/smoke.sh
+  }
+  exec python3 -m stackproof.acceptance "$@"     # brings the test cluster up itself
+  ;;
+*) exec "$@" ;;
+esac

@@ -1,0 +1,80 @@
+"""AMG figure of merit: LLNL AMG 1.2 (`amg`, AMG2013 line) and AMG2023 (`amg2023`).
+
+Sizes: `paper` is the TOSS-2020 per-node problem (-n 200 100 100 per rank, -P from the rank count
+like MPI_Dims_create: 8 nodes x 40 ranks -> -P 8 8 5), run on remote partitions only; `ci` is a
+small problem (-n 20 20 20 per rank) that finishes in seconds on one node.
+Binaries: $AMG_BIN / $AMG2023_BIN, else <stack view>/bin/amg (amg2023: bin/amg2023, bin/amg).
+The code is recognised from its output: an AMG 1.2 binary under the amg2023 test fails sanity.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+import reframe.utility.typecheck as typ                 # noqa: E402
+from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
+                                   sanity_function, variable)
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof_rfm import StackproofMixin, dims_create  # noqa: E402
+
+CODES = {'amg': ('AMG_BIN', ['amg'], 'AMG 1.2 (Figure of Merit (FOM_N))'),
+         'amg2023': ('AMG2023_BIN', ['amg2023', 'amg'], 'AMG2023 (Figure of Merit (FOM): ...)')}
+
+
+@rfm.simple_test
+class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
+    code = parameter(list(CODES), loggable=True)
+    size = parameter(['ci', 'paper'], loggable=True)
+    #: -problem (AMG 1.2: 1 = AMG-PCG 27-point; AMG2023: 1 = AMG-GMRES 27-point, 2 = AMG-PCG 7-point)
+    problem = variable(int, value=1, loggable=True)
+    #: per-rank grids (-n)
+    paper_grid = variable(typ.List[int], value=[200, 100, 100], loggable=True)
+    ci_grid = variable(typ.List[int], value=[20, 20, 20], loggable=True)
+    #: nodes (0: the partition's nodes for `paper`, 1 for `ci`) and ranks per node (0: one per core)
+    nodes = variable(int, value=0)
+    tasks_per_node = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    env_vars = {'OMP_NUM_THREADS': '1'}
+    reference_file = 'amg.yaml'
+    time_limit = '30m'
+    tags = {'acceptance', 'amg', 'apps'}
+
+    @run_after('init')
+    def paper_size_on_clusters(self):
+        if self.size == 'paper':
+            self.valid_systems = ['+remote']
+
+    @run_after('setup')
+    def set_launch(self):
+        var, view_names, _ = CODES[self.code]
+        self.executable = self.resolve_binary(self.code, var, view_names=view_names)
+        extras = self.current_partition.extras
+        nodes = self.nodes or (extras['nodes'] if self.size == 'paper' else 1)
+        self.num_tasks_per_node = self.tasks_per_node or extras['cores_per_node']
+        self.num_tasks = nodes * self.num_tasks_per_node
+        grid = self.paper_grid if self.size == 'paper' else self.ci_grid
+        self.executable_opts = (['-n'] + [str(n) for n in grid] + ['-P'] +
+                                [str(p) for p in dims_create(self.num_tasks)] + ['-problem', str(self.problem)])
+
+    @sanity_function
+    def validate(self):
+        result = self.parse_output('amg')
+        if result.code != self.code:
+            raise SanityError(f'{self.stage_file()}: expected {CODES[self.code][2]} output, got '
+                              f'{CODES[result.code][2]} output (wrong binary?)')
+        return sn.assert_true(True)
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        result = self.parse_output('amg')
+        values = {'fom': (result.fom, 'nnz*iter/s'), 'fom_setup': (result.fom_setup, 'nnz/s'),
+                  'fom_solve': (result.fom_solve, 'nnz*iter/s'), 'setup_time': (result.setup_s, 's'),
+                  'solve_time': (result.solve_s, 's')}
+        self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
+                               for name, (v, unit) in values.items() if v is not None}

@@ -1,0 +1,60 @@
+"""SW4 solve-phase time (geodynamics/sw4 master prints 'time stepping phase', the RAJA branch
+'solver phase'; both parsed by stackproof.benchparse.parse_sw4).
+
+Input decks are a parameter: $SW4_DECKS (comma-separated paths) or the small deck shipped in
+sw4-inputs/. Binary: $SW4_BIN, else <stack view>/bin/sw4.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
+                                   sanity_function, variable)
+
+from stackproof_rfm import StackproofMixin              # noqa: E402
+
+INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sw4-inputs')
+DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') if d] or \
+        [os.path.join(INPUTS, 'halfspace-small.in')]
+
+
+@rfm.simple_test
+class SW4Benchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
+    deck = parameter(DECKS, loggable=True,
+                     fmt=lambda path: os.path.splitext(os.path.basename(path))[0])
+    #: nodes and ranks per node (0: one per core)
+    nodes = variable(int, value=1)
+    tasks_per_node = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    env_vars = {'OMP_NUM_THREADS': '1'}
+    reference_file = 'sw4.yaml'
+    time_limit = '30m'
+    tags = {'acceptance', 'sw4', 'apps'}
+
+    @run_after('setup')
+    def set_launch(self):
+        self.executable = self.resolve_binary('sw4', 'SW4_BIN')
+        self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
+        self.num_tasks = self.nodes * self.num_tasks_per_node
+        # the deck is copied next to the job so its output directory lands in the stage dir
+        self.prerun_cmds = [f'cp {self.deck} .']
+        self.executable_opts = [os.path.basename(self.deck)]
+
+    @sanity_function
+    def validate(self):
+        self.parse_output('sw4')
+        return sn.assert_found(r'program sw4 finished', self.stdout,
+                               msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        result = self.parse_output('sw4')
+        values = {'solve_time': (result.solve_s, 's'), 'startup_time': (result.startup_s, 's')}
+        self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
+                               for name, (v, unit) in values.items() if v is not None}

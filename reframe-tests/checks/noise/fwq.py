@@ -1,0 +1,145 @@
+"""FWQ-MPI noise per core-specialization configuration (TOSS-2020 Table III), optionally with an
+injected noise signature (fwq-noise, a daemon-like injector on the application CPUs).
+
+The configuration is switched with the profile machinery (`stackproof cluster up --profile P` on
+the test cluster; the node image's profile on real sites), then one rank runs on each application
+core of the profile (profile.env: STACKPROOF_APP_CPUS, STACKPROOF_SRUN_CPU_BIND). The trace is
+reduced by `stackproof noise stats --json`; performance variables come from the most affected core.
+Binaries: $STACKPROOF_FWQ (fwq-mpi) and $STACKPROOF_FWQ_NOISE (fwq-noise), else the stack view's
+bin/, else (laptop stack) the project's build/fwq/.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
+                                   sanity_function, variable)
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof.cpulist import parse_list               # noqa: E402
+from stackproof.paths import REPO                       # noqa: E402
+from stackproof_rfm import (StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
+                            launcher_name, stackproof_cmd)
+
+PROFILES = ['baseline', 'freecore-first', 'freecore-last', 'corespec', 'clean']
+# injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
+SIGNATURES = ['none', '10Hz-2500us']
+
+
+@rfm.simple_test
+class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
+    profile = parameter(PROFILES, loggable=True)
+    signature = parameter(SIGNATURES, loggable=True)
+    samples = variable(int, value=10000, loggable=True)
+    keep_files = ['fwq.dat']     # the raw trace: `stackproof report` plots it (Fig. 2 style)
+    work = variable(int, value=4096, loggable=True)         # -w loop iterations (paper: -w4096)
+    nodes = variable(int, value=1)
+    noise_seconds = variable(int, value=60)                 # upper bound; the injector is stopped after FWQ
+    #: with a signature, sample for at least this many signature periods (assuming quanta >= 1 us)
+    signature_periods = variable(int, value=5)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    reference_file = 'fwq.yaml'
+    time_limit = '15m'
+    exclusive_access = True      # whole nodes: ranks are bound to the profile's application cores
+    tags = {'acceptance', 'fwq', 'noise', 'ci'}
+
+    @run_after('init')
+    def profiles_need_switchable_nodes(self):
+        if self.profile != 'baseline':
+            self.valid_systems = ['+profiles', '+corespec']
+
+    def _binary(self, name, var):
+        override = os.environ.get(var)
+        candidates = [override] if override else [os.path.join(self.stack_view, 'bin', name)]
+        if not override and self.stack == 'laptop':
+            candidates.append(str(REPO / 'build' / 'fwq' / name))    # built by `make` against the system MPI
+        for path in candidates:
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+        if self.is_dry_run():
+            return candidates[0]
+        self.skip(f'{name} not found for stack {self.stack!r} (looked in {", ".join(candidates)}): '
+                  f'set {var} or {self.view_var}')
+
+    @run_after('setup')
+    def set_launch(self):
+        self.executable = self._binary('fwq-mpi', 'STACKPROOF_FWQ')
+        noise = self._binary('fwq-noise', 'STACKPROOF_FWQ_NOISE') if self.signature != 'none' else None
+        try:
+            self.profile_env = activate_profile(self, self.profile)
+        except RuntimeError as exc:
+            raise SanityError(str(exc)) from None
+        self.app_cpus = parse_list(self.profile_env['STACKPROOF_APP_CPUS'])
+        self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
+        self.num_tasks = self.nodes * self.num_tasks_per_node
+        self.job.launcher.options = cpu_bind_options(self, self.profile_env)
+        self.executable_opts = ['-n', str(self.samples), '-w', str(self.work), '-o', 'fwq.dat']
+        if noise:
+            freq, duration = re.fullmatch(r'(\d+)Hz-(\w+)', self.signature).groups()
+            samples = max(self.samples, int(self.signature_periods / float(freq) * 1e6))
+            self.executable_opts[1] = str(samples)
+            inject = (f'{noise} --freq {freq} --duration {duration} --cpus {self.profile_env["STACKPROOF_APP_CPUS"]} '
+                      f'--seconds {self.noise_seconds} -o noise-report.json')
+            if launcher_name(self) == 'srun':
+                # one injector per node beside the job's steps, owning every CPU jobs may use
+                # (it pins its threads itself)
+                usable = self.current_partition.processor.num_cpus - \
+                    len(parse_list(self.profile_env['STACKPROOF_SYSTEM_CPUS']))
+                inject = (f'srun --overlap -N {self.nodes} --ntasks-per-node=1 --cpus-per-task={usable} '
+                          f'--cpu-bind=none {inject}')
+            self.prerun_cmds = [f'{inject} &', 'NOISE_PID=$!', 'sleep 1']
+            self.postrun_cmds = ['kill $NOISE_PID 2>/dev/null', 'wait $NOISE_PID']
+
+    def noise_stats(self):
+        cache = self.__dict__
+        if '_fwq_stats' not in cache:
+            trace = self.stage_file('fwq.dat')
+            if not os.path.isfile(trace):
+                raise SanityError(f'{trace}: expected the fwq-mpi trace (-o fwq.dat); not written')
+            proc = subprocess.run(stackproof_cmd('noise', 'stats', '--json', trace), capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SanityError(f'{trace}: `stackproof noise stats --json` failed: {proc.stderr.strip()}')
+            try:
+                stats = json.loads(proc.stdout)
+                cores, worst = stats['cores'], stats['most_affected']
+            except (ValueError, KeyError, TypeError):
+                raise SanityError(f'{trace}: expected noise stats JSON with "cores" and "most_affected", '
+                                  f'got {proc.stdout[:120]!r}') from None
+            with open(self.stage_file('fwq-stats.json'), 'w') as fh:
+                fh.write(proc.stdout)
+            cache['_fwq_stats'] = (cores, worst)
+        return cache['_fwq_stats']
+
+    @sanity_function
+    def validate(self):
+        cores, _ = self.noise_stats()
+        trace = self.stage_file('fwq.dat')
+        ranks = {c['rank'] for c in cores}
+        missing = sorted(set(range(self.num_tasks)) - ranks)
+        if missing:
+            raise SanityError(f'{trace}: expected a report from every rank 0..{self.num_tasks - 1}, '
+                              f'missing ranks {missing}')
+        outside = sorted({c['cpu'] for c in cores} - self.app_cpus)
+        if outside:
+            raise SanityError(f'{trace}: expected ranks only on the application CPUs of profile '
+                              f'{self.profile} ({self.profile_env["STACKPROOF_APP_CPUS"]}), found CPUs {outside}')
+        if self.nodes == 1 and len({c['cpu'] for c in cores}) != self.num_tasks:
+            raise SanityError(f'{trace}: expected one rank per application core, ranks share CPUs: '
+                              f'{sorted(c["cpu"] for c in cores)}')
+        return sn.assert_true(True)
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        _, worst = self.noise_stats()
+        units = {'min_us': 'us', 'mean_us': 'us', 'max_us': 'us', 'std_us': 'us', 'noise_fraction': ''}
+        self.perf_variables = {name.replace('_us', ''): sn.make_performance_function(lambda v=worst[name]: v, unit)
+                               for name, unit in units.items() if worst.get(name) is not None}

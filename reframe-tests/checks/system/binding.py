@@ -1,0 +1,107 @@
+"""Binding: each task's CPUs and GPUs equal what mpibind predicts for the node type.
+
+Tasks are launched with `srun --mpibind=on` (the mpibind SPANK plugin) and print their
+Cpus_allowed_list and GPU list; the prediction is `mpibind --json --topology XML --ntasks N`
+(the CLI: $STACKPROOF_MPIBIND, else build/mpibind/bin/mpibind, else PATH) on the node type's
+hwloc XML (partition extras `topology_xml`) or, without one, the node's own `lstopo` output.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import parameter, run_after, sanity_function, variable   # noqa: E402
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof.cpulist import format_list, parse_list  # noqa: E402
+from stackproof.paths import REPO                       # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile, read_env_file   # noqa: E402
+
+TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
+
+
+def mpibind_cli():
+    explicit = os.environ.get('STACKPROOF_MPIBIND')
+    for path in ([explicit] if explicit else [str(REPO / 'build/mpibind/bin/mpibind'), shutil.which('mpibind')]):
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@rfm.simple_test
+class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
+    #: tasks per node (0: one per application core of the profile)
+    tasks_per_node = variable(int, value=0)
+    #: core specialization must hold under the plugin: under corespec no task may get a system CPU
+    profile = parameter(['baseline', 'corespec'], loggable=True)
+    valid_systems = ['+mpibind']
+    valid_prog_environs = ['*']
+    executable = 'sh'
+    time_limit = '5m'
+    exclusive_access = True      # whole nodes, like an application run
+    tags = {'acceptance', 'binding', 'mpibind', 'ci'}
+
+    @run_after('setup')
+    def set_launch(self):
+        self.mpibind = mpibind_cli()
+        if not self.mpibind and not self.is_dry_run():
+            self.skip('mpibind CLI not found: set STACKPROOF_MPIBIND (or build it: make mpibind-build)')
+        extras = self.current_partition.extras
+        try:
+            self.profile_env = activate_profile(self, self.profile)
+        except RuntimeError as exc:
+            raise SanityError(str(exc)) from None
+        self.num_tasks_per_node = self.tasks_per_node or int(self.profile_env['STACKPROOF_APP_CORES'])
+        self.num_tasks = self.num_tasks_per_node
+        self.gpu_var = extras.get('gpu_visible_devices_var') or 'CUDA_VISIBLE_DEVICES'
+        self.job.launcher.options = ['--mpibind=on']
+        self.executable_opts = [
+            "-c", f"'echo binding task=$SLURM_PROCID local=$SLURM_LOCALID host=$(hostname) "
+                  f"cpus=$(awk \"/^Cpus_allowed_list:/ {{print \\$2}}\" /proc/self/status) gpus=${{{self.gpu_var}:-}}'"]
+        self.topology = extras.get('topology_xml') or 'topology.xml'
+        if not extras.get('topology_xml'):
+            self.prerun_cmds = ['lstopo-no-graphics --of xml > topology.xml']
+
+    def predicted(self):
+        topo = self.topology if os.path.isabs(self.topology) else self.stage_file(self.topology)
+        cmd = [self.mpibind, '--json', '--topology', topo, '--ntasks', str(self.num_tasks_per_node)]
+        profile_env = os.path.join(self.current_partition.extras.get('stackproof_root', '/'),
+                                   'etc/stackproof/profile.env')
+        if os.path.isfile(profile_env):   # the plugin honours the profile's restriction; so must the prediction
+            values = read_env_file(profile_env)
+            if values.get('MPIBIND_RESTRICT'):
+                cmd += ['--restrict', values['MPIBIND_RESTRICT'],
+                        '--restrict-type', values.get('MPIBIND_RESTRICT_TYPE') or 'cpu']
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SanityError(f'mpibind --json --topology {topo} failed: {proc.stderr.strip()}')
+        try:
+            return {t['task']: t for t in json.loads(proc.stdout)['tasks']}
+        except (ValueError, KeyError, TypeError):
+            raise SanityError(f'mpibind --json: expected {{"tasks": [...]}}, got {proc.stdout[:120]!r}') from None
+
+    @sanity_function
+    def validate(self):
+        tasks = sn.evaluate(sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5)))
+        if len(tasks) != self.num_tasks:
+            raise SanityError(f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {len(tasks)}')
+        want = self.predicted()
+        for rank, local, host, cpus, gpus in tasks:
+            pred = want.get(int(local))
+            if pred is None:
+                raise SanityError(f'mpibind predicted no task {local} for {self.num_tasks_per_node} tasks per node')
+            pred_cpus = parse_list(pred['cpus']) if isinstance(pred['cpus'], str) else set(pred['cpus'])
+            if parse_list(cpus) != pred_cpus:
+                raise SanityError(f'{self.stage_file()}: task {rank} on {host} runs on CPUs {cpus}, '
+                                  f'mpibind predicts {format_list(pred_cpus)}')
+            pred_gpus = [str(g) for g in pred.get('gpus') or []]
+            got_gpus = [g for g in gpus.split(',') if g]
+            if got_gpus != pred_gpus:
+                raise SanityError(f'{self.stage_file()}: task {rank} on {host} sees GPUs {got_gpus} '
+                                  f'({self.gpu_var}), mpibind predicts {pred_gpus}')
+        return sn.assert_true(True)

@@ -1,0 +1,59 @@
+"""Core specialization: the profile's daemons run on the system cores
+(`usr/local/sbin/stackproof-corespec check`, rendered with the profile) and job steps never get
+the system CPUs (each task prints its Cpus_allowed_list)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import parameter, run_after, sanity_function   # noqa: E402
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof.cpulist import format_list, parse_list  # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
+
+
+@rfm.simple_test
+class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
+    profile = parameter(['corespec', 'clean'], loggable=True)
+    valid_systems = ['+profiles', '+corespec']
+    valid_prog_environs = ['*']
+    executable = 'grep'
+    executable_opts = ['Cpus_allowed_list', '/proc/self/status']
+    time_limit = '5m'
+    exclusive_access = True      # whole nodes, like an application run
+    tags = {'acceptance', 'corespec', 'ci'}
+
+    @run_after('setup')
+    def set_launch(self):
+        try:
+            self.profile_env = activate_profile(self, self.profile)
+        except RuntimeError as exc:
+            raise SanityError(str(exc)) from None
+        self.system_cpus = parse_list(self.profile_env['STACKPROOF_SYSTEM_CPUS'])
+        self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
+        self.num_tasks = self.num_tasks_per_node
+        root = self.current_partition.extras.get('stackproof_root', '/')
+        script = os.path.join(root, 'usr/local/sbin/stackproof-corespec')
+        self.prerun_cmds = [f'{script} check > corespec-check.txt 2>&1; echo "corespec-check-rc=$?"']
+
+    @sanity_function
+    def validate(self):
+        rc = sn.extractsingle(r'corespec-check-rc=(\d+)', self.stdout, 1, int)
+        if sn.evaluate(rc) != 0:
+            with open(self.stage_file('corespec-check.txt')) as fh:
+                detail = fh.read().strip()
+            raise SanityError(f"{self.stage_file('corespec-check.txt')}: expected every daemon of profile "
+                              f'{self.profile} on the system CPUs {format_list(self.system_cpus)}: {detail}')
+        lists = sn.evaluate(sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1))
+        if len(lists) != self.num_tasks:
+            raise SanityError(f'{self.stage_file()}: expected {self.num_tasks} Cpus_allowed_list lines '
+                              f'(one per task), got {len(lists)}')
+        for text in lists:
+            overlap = parse_list(text) & self.system_cpus
+            if overlap:
+                raise SanityError(f'{self.stage_file()}: a job step got system CPUs {format_list(overlap)} '
+                                  f'(Cpus_allowed_list {text}; system CPUs {format_list(self.system_cpus)})')
+        return sn.assert_true(True)

@@ -1,0 +1,41 @@
+"""MPI start-up with each stack's compiler wrapper and launcher: every rank reports once and the
+world size is right. Binding-free, so it runs on any system (the local one included)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import run_after, sanity_function   # noqa: E402
+
+from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
+
+
+@rfm.simple_test
+class MPIHello(StackproofMixin, rfm.RegressionTest):
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    sourcepath = 'mpi_hello.c'
+    build_system = 'SingleSource'
+    time_limit = '5m'
+    tags = {'acceptance', 'mpi', 'ci'}
+
+    @run_after('setup')
+    def one_rank_per_core(self):
+        # The test cluster may have been left in a core-specialization profile by an earlier check:
+        # start from the baseline (on other systems this only reads the node type).
+        env = activate_profile(self, 'baseline')
+        self.num_tasks_per_node = int(env['STACKPROOF_APP_CORES'])
+        self.num_tasks = self.num_tasks_per_node
+
+    @sanity_function
+    def validate(self):
+        ranks = sn.extractall(r'^hello rank (\d+) of (\d+) on', self.stdout, 1, int)
+        sizes = sn.extractall(r'^hello rank (\d+) of (\d+) on', self.stdout, 2, int)
+        return sn.all([
+            sn.assert_eq(sn.sorted(ranks), list(range(self.num_tasks)),
+                         msg=f'{self.stage_file()}: expected one line from each rank 0..{self.num_tasks - 1}'),
+            sn.assert_eq(sn.count(sn.filter(lambda s: s != self.num_tasks, sizes)), 0,
+                         msg=f'{self.stage_file()}: expected world size {self.num_tasks} on every rank'),
+        ])

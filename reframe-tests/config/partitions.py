@@ -1,0 +1,174 @@
+"""Build ReFrame partitions and stack environments from stackproof node types.
+
+Every hardware fact in a partition (sockets, CPUs, SMT, NUMA, GPUs) comes from a node type
+(`stackproof.nodetype.load(...)`), never from this directory: a new site adds a node type and one
+small systems/<site>.py that says how jobs are submitted.
+
+Stacks: one ReFrame environment per software stack under test (`commodity`, `vendor`, and `laptop`
+for a workstation with Debian's Open MPI). A stack's binaries come from its Spack view:
+  $STACKPROOF_<STACK>_VIEW   (default /opt/stackproof/views/<spack env>, see VIEW_DEFAULTS)
+and per-benchmark overrides (OSU_BIN_DIR, AMG_BIN, AMG2023_BIN, SW4_BIN; see docs/acceptance.md).
+"""
+import os
+
+from stackproof.cpulist import format_mask
+from stackproof.nodetype import NodeType
+
+STACKS = ('commodity', 'vendor', 'laptop')
+
+# Spack environment (spack-envs/<name>) whose view holds a stack, per partition kind.
+VIEW_DEFAULTS = {
+    'commodity': {'cpu': '/opt/stackproof/views/commodity-cpu',
+                  'gpu': '/opt/stackproof/views/commodity-gpu'},
+    'vendor': {'cpu': '/opt/stackproof/views/vendor', 'gpu': '/opt/stackproof/views/vendor'},
+    'laptop': {'cpu': '/opt/stackproof/views/laptop', 'gpu': '/opt/stackproof/views/laptop'},
+}
+
+# CUDA compute capability by GPU generation: what nvcc -arch needs. A naming fact of NVIDIA's
+# product line, not a node fact (the node type holds the model string it is looked up with).
+CUDA_ARCH = {'H100': 'sm_90', 'H200': 'sm_90', 'GH200': 'sm_90', 'A100': 'sm_80', 'A30': 'sm_80',
+             'V100': 'sm_70', 'P100': 'sm_60', 'T4': 'sm_75', 'L40': 'sm_89'}
+
+
+def view_var(stack):
+    return f'STACKPROOF_{stack.upper()}_VIEW'
+
+
+def stack_view(stack, kind):
+    return os.environ.get(view_var(stack)) or VIEW_DEFAULTS[stack][kind]
+
+
+def cuda_arch(model):
+    for key, arch in sorted(CUDA_ARCH.items(), key=lambda kv: -len(kv[0])):
+        if key in model:
+            return arch
+    return None
+
+
+def _hexmask(cpus):
+    return '0x' + format_mask(cpus).replace(',', '')
+
+
+def processor(nt: NodeType):
+    return {
+        'arch': nt.arch,
+        'model': nt.cpu_model,
+        'num_cpus': nt.num_cpus,
+        'num_cpus_per_core': nt.threads_per_core,
+        'num_sockets': len(nt.sockets),
+        'num_cpus_per_socket': nt.num_cpus // len(nt.sockets),
+        'topology': {
+            'numa_nodes': [_hexmask(n.cpus) for n in nt.numa if n.cpus],
+            'sockets': [_hexmask({pu for core in sock for pu in core}) for sock in nt.sockets],
+            'cores': [_hexmask(core) for sock in nt.sockets for core in sock],
+        },
+    }
+
+
+def devices(nt: NodeType, fake_gpus=0):
+    if fake_gpus:
+        return [{'type': 'gpu', 'model': 'fake', 'num_devices': fake_gpus}]
+    if not nt.gpus:
+        return []
+    model = nt.gpus[0].model
+    dev = {'type': 'gpu', 'model': model, 'num_devices': len(nt.gpus)}
+    arch = cuda_arch(model) if nt.gpu_vendor == 'nvidia' else None
+    if arch:
+        dev['arch'] = arch
+    return [dev]
+
+
+def gpu_features(nt: NodeType, fake_gpus=0):
+    if fake_gpus:
+        return ['gpu', 'fakegpu']
+    if not nt.gpus:
+        return []
+    return ['gpu', 'cuda', 'nvgpu'] if nt.gpu_vendor == 'nvidia' else ['gpu', f'{nt.gpu_vendor}gpu']
+
+
+def partition(nt: NodeType, name, *, descr, scheduler, launcher, access=(), features=(),
+              extras=None, env_vars=(), max_jobs=1, time_limit='20m', fake_gpus=0, nodes=1,
+              stackproof_root='/', topology_xml=None, stacks=STACKS, use_gpus=True):
+    """A partition of nodes of type `nt`. `extras` carry what checks need beyond ReFrame's
+    fields: the node type, the node count, where the stackproof profile files are rendered.
+    use_gpus=False describes CPU-only jobs on GPU nodes (no GPU devices, features or gres)."""
+    kind = 'gpu' if ((nt.gpus and use_gpus) or fake_gpus) else 'cpu'
+    part = {
+        'name': name,
+        'descr': f'{descr} (node type {nt.name})',
+        'scheduler': scheduler,
+        'launcher': launcher,
+        'access': list(access),
+        'environs': list(stacks),
+        'max_jobs': max_jobs,
+        'time_limit': time_limit,
+        'processor': processor(nt),
+        'devices': devices(nt, fake_gpus) if kind == 'gpu' else [],
+        'features': sorted(set(features) | set(gpu_features(nt, fake_gpus) if kind == 'gpu' else []) | {kind}),
+        'env_vars': [list(kv) for kv in env_vars],
+        'extras': {
+            'nodetype': nt.name,
+            'kind': kind,
+            'nodes': nodes,
+            'cores_per_node': nt.num_cores,
+            'stackproof_root': stackproof_root,
+            'topology_xml': topology_xml or '',
+            'gpu_visible_devices_var': {'nvidia': 'CUDA_VISIBLE_DEVICES',
+                                        'amd': 'ROCR_VISIBLE_DEVICES'}.get(nt.gpu_vendor or '', ''),
+            **(extras or {}),
+        },
+    }
+    if part['devices'] and scheduler != 'local':
+        part['resources'] = [{'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']}]
+    return part
+
+
+def stack_environments(system, part):
+    """One environment per stack for this partition: its view first on PATH, MPI compiler
+    wrappers, and the `cuda` feature where the partition has NVIDIA GPUs."""
+    cuda = 'cuda' in part['features']
+    kind = part['extras']['kind']
+    envs = []
+    for stack in part['environs']:
+        view = stack_view(stack, kind)
+        env = {
+            'name': stack,
+            'target_systems': [f"{system}:{part['name']}"],
+            'features': ['mpi', f'stack-{stack}'] + (['cuda'] if cuda else []),
+            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
+            'env_vars': [['PATH', f'{view}/bin:$PATH'],
+                         # Open MPI refuses root without these (CI, containers)
+                         ['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']],
+            'extras': {'stack': stack, 'view': view, 'view_var': view_var(stack)},
+        }
+        if cuda:
+            env['nvcc'] = 'nvcc'
+        envs.append(env)
+    return envs
+
+
+def system(name, *, descr, hostnames, partitions, prefix=None):
+    """A system entry plus its per-partition stack environments."""
+    sysconf = {'name': name, 'descr': descr, 'hostnames': list(hostnames),
+               'modules_system': 'nomod', 'partitions': partitions}
+    if prefix:
+        sysconf['prefix'] = prefix
+    envs = [e for p in partitions for e in stack_environments(name, p)]
+    # System-level copies of the first partition's environments: ReFrame 4.10 looks environments up
+    # by system name when a partition is selected with `--system sys:part`.
+    envs = [dict(e, target_systems=[name]) for e in stack_environments(name, partitions[0])] + envs
+    return {'systems': [sysconf], 'environments': envs}
+
+
+def default_prefix():
+    """Where stage/output/perflog directories go: $STACKPROOF_RFM_PREFIX or <repo>/build/reframe."""
+    from stackproof.paths import REPO
+    return os.environ.get('STACKPROOF_RFM_PREFIX') or str(REPO / 'build' / 'reframe')
+
+
+def topology_file(nt: NodeType):
+    """The hwloc XML a node type was derived from (for mpibind predictions), if it is on disk."""
+    from stackproof.paths import shared_dir
+    name = (nt.source or {}).get('file')
+    path = shared_dir() / 'topologies' / name if name else None
+    return str(path) if path and path.is_file() else None

@@ -1,0 +1,235 @@
+"""Parsers for the acceptance benchmarks' text output: OSU micro-benchmarks (5.x and 7.x), AMG
+(LLNL AMG 1.2 and AMG2023) and SW4 (master and RAJA branch).
+
+Pure Python and stdlib only, so that the ReFrame checks (reframe-tests/) and the report read the
+numbers the same way. Every parser raises BenchParseError naming the file and what it expected
+when the output is not what the benchmark prints (truncated run, wrong binary, error message).
+
+  stackproof bench parse osu|amg|sw4 FILE     prints the parsed result as JSON
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import StackproofError
+
+
+class BenchParseError(StackproofError):
+    """The output does not look like what the benchmark prints."""
+
+
+def _fail(origin: str, expected: str, text: str) -> BenchParseError:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    seen = f"; it starts with {lines[0][:80]!r}" if lines else "; it is empty"
+    return BenchParseError(f"{origin}: expected {expected}{seen}")
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+# ---- OSU micro-benchmarks --------------------------------------------------------------------------
+
+@dataclass
+class OsuResult:
+    benchmark: str            # e.g. "MPI Allreduce Latency Test"
+    version: str              # "5.7", "7.2"
+    metric: str               # "latency" or "bandwidth"
+    unit: str                 # "us" or "MB/s"
+    columns: list[str]        # value column names after Size, e.g. ["avg", "min", "max", "iterations"]
+    rows: dict[int, dict[str, float]] = field(default_factory=dict)   # size (bytes) -> column -> value
+
+    def values(self, column: str | None = None) -> dict[int, float]:
+        """size -> the main value (average latency / bandwidth) or a named column."""
+        col = column or self.columns[0]
+        return {size: row[col] for size, row in self.rows.items()}
+
+
+_OSU_TITLE = re.compile(r"^#\s*OSU\s+(.+?)\s+v(\d+(?:\.\d+)*)\s*$")
+
+
+def _osu_columns(header: str) -> tuple[str, str, list[str]]:
+    """Column names from '# Size  Avg Latency(us)  Min Latency(us) ...' (5.x and 7.x)."""
+    body = header.lstrip("#").strip()
+    if not body.lower().startswith("size"):
+        raise ValueError(header)
+    body = body[4:]
+    unit = "MB/s" if "MB/s" in body else "us"
+    metric = "bandwidth" if "bandwidth" in body.lower() else "latency"
+    cols = []
+    # titles are separated by runs of spaces: "Avg Latency(us)", "Bandwidth (MB/s)", "Iterations"
+    for title in re.split(r"\s{2,}", body.strip()):
+        words = title.lower().split()
+        if not words:
+            continue
+        first = words[0].split("(")[0]
+        cols.append("avg" if first in ("latency", "bandwidth") else first)
+    if not cols:
+        raise ValueError(header)
+    return metric, unit, cols
+
+
+def parse_osu(text: str, origin: str = "<osu output>") -> OsuResult:
+    title = header = None
+    rows: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            m = _OSU_TITLE.match(s)
+            if m:
+                title = m
+            elif re.match(r"#\s*Size\b", s):
+                header = s
+            continue                      # '# Datatype: MPI_CHAR.' (7.x) and other comments
+        if title is None or header is None:
+            continue                      # MPI start-up chatter before the header
+        parts = s.split()
+        if not re.fullmatch(r"\d+", parts[0]):
+            continue                      # warnings interleaved by the MPI library
+        try:
+            metric, unit, cols = _osu_columns(header)
+            values = [float(p) for p in parts[1:1 + len(cols)]]
+        except ValueError:
+            raise _fail(origin, f"numeric OSU columns after the header {header!r}, got {s!r}", text) from None
+        if len(values) != len(cols):
+            raise _fail(origin, f"{len(cols)} value columns ({', '.join(cols)}) per size, got {s!r}", text)
+        rows[int(parts[0])] = dict(zip(cols, values))
+    if title is None:
+        raise _fail(origin, "an OSU title line '# OSU MPI ... Test vX.Y'", text)
+    if header is None:
+        raise _fail(origin, "an OSU column header '# Size ...'", text)
+    if not rows:
+        raise _fail(origin, "at least one '<size> <value>' row after the OSU header", text)
+    metric, unit, cols = _osu_columns(header)
+    return OsuResult(benchmark=title.group(1), version=title.group(2), metric=metric, unit=unit,
+                     columns=cols, rows=dict(sorted(rows.items())))
+
+
+# ---- AMG ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AmgResult:
+    code: str                 # "amg" (LLNL AMG 1.2, AMG2013 line) or "amg2023"
+    problem: int
+    fom: float                # the figure of merit the code prints (FOM_1 / FOM_2 / FOM)
+    fom_setup: float | None = None
+    fom_solve: float | None = None
+    iterations: int | None = None
+    setup_s: float | None = None
+    solve_s: float | None = None
+    grid: list[int] | None = None        # (Nx, Ny, Nz) over all ranks (AMG 1.2 prints it)
+    procs: list[int] | None = None
+
+
+def _num_after(pattern: str, text: str) -> float | None:
+    m = re.search(pattern + r"\s*(" + _NUMBER + ")", text)
+    return float(m.group(1)) if m else None
+
+
+def _phase_wall(label: str, text: str) -> float | None:
+    """'Problem N: <label> Time:' block followed by '  wall clock time = X seconds'."""
+    m = re.search(r"Problem \d+: " + label + r"[^\n]*Time:\s*\n(?:.*\n){0,3}?\s*wall clock time = (" + _NUMBER + ")",
+                  text)
+    return float(m.group(1)) if m else None
+
+
+def parse_amg(text: str, origin: str = "<amg output>") -> AmgResult:
+    m2023 = re.search(r"^Figure of Merit \(FOM\):[^\n]*?(" + _NUMBER + r")\s*$", text, re.M)
+    m12 = re.search(r"^Figure of Merit \(FOM_(\d)\):\s*(" + _NUMBER + ")", text, re.M)
+    if m2023:
+        code, fom = "amg2023", float(m2023.group(1))
+        pm = re.search(r"Problem ID\s*=\s*(\d+)", text)
+        problem = int(pm.group(1)) if pm else 0
+    elif m12:
+        code, fom, problem = "amg", float(m12.group(2)), int(m12.group(1))
+    else:
+        raise _fail(origin, "an AMG figure of merit line ('Figure of Merit (FOM_1): X' from AMG 1.2 or "
+                            "'Figure of Merit (FOM): ... X' from AMG2023)", text)
+    iters = re.search(r"^(?:Cum\. No\. of )?Iterations = (\d+)", text, re.M)
+    grid = re.search(r"\(Nx, Ny, Nz\) = \((\d+), (\d+), (\d+)\)", text)
+    procs = re.search(r"\(Px, Py, Pz\) = \((\d+), (\d+), (\d+)\)", text)
+    return AmgResult(
+        code=code, problem=problem, fom=fom,
+        fom_setup=_num_after(r"FOM_Setup:[^\n]*?Time:", text),
+        fom_solve=_num_after(r"FOM_Solve:[^\n]*?Time:", text),
+        iterations=int(iters.group(1)) if iters else None,
+        setup_s=_phase_wall("AMG Setup", text),
+        solve_s=_phase_wall(r"(?:Cumulative )?AMG-\w+ Solve", text),
+        grid=[int(g) for g in grid.groups()] if grid else None,
+        procs=[int(p) for p in procs.groups()] if procs else None)
+
+
+# ---- SW4 ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Sw4Result:
+    variant: str              # "master" ('time stepping phase') or "raja" ('solver phase')
+    solve_s: float
+    startup_s: float | None = None
+    grid_points: float | None = None
+    time_steps: int | None = None
+    version: str | None = None
+
+
+# hours and minutes appear only when non-zero: "2 minutes 2.15476472e+01 seconds"
+_SW4_DURATION = (r"(?:(?P<h>\d+) hours? )?(?:(?P<m>\d+) minutes? )?(?P<s>" + _NUMBER + r") seconds")
+
+
+def _sw4_time(phase: str, text: str) -> float | None:
+    m = re.search(r"Execution time, " + phase + r" phase " + _SW4_DURATION, text)
+    if not m:
+        return None
+    return int(m.group("h") or 0) * 3600 + int(m.group("m") or 0) * 60 + float(m.group("s"))
+
+
+def parse_sw4(text: str, origin: str = "<sw4 output>") -> Sw4Result:
+    solve = _sw4_time("time stepping", text)
+    variant = "master"
+    if solve is None:
+        solve, variant = _sw4_time("solver", text), "raja"
+    if solve is None:
+        raise _fail(origin, "an SW4 solve-time line ('Execution time, time stepping phase [H hours ]"
+                            "[M minutes ]S seconds' or '..., solver phase ...')", text)
+    steps = re.search(r"Number of time steps = (\d+)", text)
+    version = re.search(r"sw4 version (\S+)", text)
+    return Sw4Result(variant=variant, solve_s=solve, startup_s=_sw4_time("start up", text),
+                     grid_points=_num_after(r"Total number of grid points \(without ghost points\):", text),
+                     time_steps=int(steps.group(1)) if steps else None,
+                     version=version.group(1) if version else None)
+
+
+# ---- files and CLI -------------------------------------------------------------------------------------
+
+PARSERS = {"osu": parse_osu, "amg": parse_amg, "sw4": parse_sw4}
+
+
+def parse_file(kind: str, path: str | Path):
+    if kind not in PARSERS:
+        raise StackproofError(f"unknown benchmark {kind!r} (known: {', '.join(PARSERS)})")
+    path = Path(path)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise BenchParseError(f"{path}: cannot read benchmark output: {exc.strerror}") from None
+    return PARSERS[kind](text, str(path))
+
+
+def _cmd_parse(args) -> int:
+    result = parse_file(args.kind, args.file)
+    json.dump(asdict(result), sys.stdout, indent=1, default=str)
+    sys.stdout.write("\n")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="parse OSU / AMG / SW4 benchmark output")
+    bsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = bsub.add_parser("parse", help="print a benchmark output file's numbers as JSON")
+    q.add_argument("kind", choices=sorted(PARSERS))
+    q.add_argument("file")
+    q.set_defaults(func=_cmd_parse)

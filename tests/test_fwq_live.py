@@ -1,0 +1,130 @@
+"""Live FWQ runs on this machine with the noise injector (a few seconds each).
+
+Launchers are pluggable: each entry of LAUNCHERS maps (cpu list, rank count) to the launcher words,
+the fwq mode and the fwq-th CPU list: mpirun, fwq-th threads (no MPI) and srun on the local Slurm
+test cluster (with the mpibind plugin loaded, so --mpibind=off keeps the explicit binding).
+This machine is shared with busy co-tenants (builds, containers), whose preemptions can be as large
+as the injected signature. So the FWQ launch runs at nice -20 in its own autogroup (co-tenants then
+disturb it far less; the injector's SCHED_FIFO bursts still preempt it, like a kernel thread or a
+high-priority daemon), and a run whose outcome a co-tenant burst spoiled is repeated, up to
+ATTEMPTS times; every attempt is recorded in build/fwq/live-results.json.
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import require_root
+from stackproof import noise
+from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq
+
+SIGNATURE = dict(freq_hz=10, duration="2500us")  # seed 000's 10 Hz / 2.5 ms
+NSAMPLES, QUANTUM = 2500, "1.4ms"                  # ~3.5 s per run
+RESULTS = build_dir() / "live-results.json"
+ATTEMPTS = 3
+
+
+def _mpirun(cpus, n):
+    return mpirun_launcher(n, cpus), "mpi", None
+
+
+def _threads(cpus, n):
+    return [], "threads", cpus
+
+
+def _srun(cpus, n):
+    # Under the local Slurm test cluster: the job takes every CPU (-c) and binds rank i to the i-th
+    # listed CPU; the mpibind plugin, when loaded, would override the explicit binding.
+    from stackproof.cluster import Cluster
+    per_task = (os.cpu_count() or 2) // n
+    return (["env", f"SLURM_CONF={Cluster().conf}", "srun", f"-n{n}", f"-c{per_task}", "--mpi=pmix",
+             "--mpibind=off", f"--cpu-bind=map_cpu:{cpus}"], "mpi", None)
+
+
+LAUNCHERS = {"mpirun": _mpirun, "threads": _threads, "srun": _srun}
+
+
+def _available(name):
+    if name == "srun":
+        return shutil.which("srun") is not None and (build_dir() / "fwq-mpi").exists()
+    if name == "mpirun":
+        return shutil.which("mpirun") is not None and (build_dir() / "fwq-mpi").exists()
+    return (build_dir() / "fwq-th").exists()
+
+
+def _run(tmp_path, launcher_name, cpus, n, inject_cpu, label):
+    launcher, mode, threads_cpus = LAUNCHERS[launcher_name](cpus, n)
+    with Injector(cpus=inject_cpu, **SIGNATURE) as inj:
+        trace = run_fwq(tmp_path / f"{label}.dat", NSAMPLES, launcher=launcher, quantum=QUANTUM, mode=mode,
+                        threads_cpus=threads_cpus, nice=-20, label=label)
+    return trace, inj.report
+
+
+def _record(key, value):
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data.setdefault(key, []).append(value)
+    RESULTS.write_text(json.dumps(data, indent=1))
+
+
+def _core_summary(stats):
+    return [{k: getattr(s, k) for k in ("rank", "cpu", "std_us", "max_us", "noise_fraction", "period_ms",
+                                        "detour_us")} for s in stats]
+
+
+def _injected_ok(stats):
+    worst = noise.most_affected(stats)
+    return worst.cpu == 0 and worst.period_ms is not None and abs(worst.period_ms - 100) <= 10
+
+
+@pytest.fixture(scope="module", params=sorted(LAUNCHERS))
+def shared_core_run(request, tmp_path_factory):
+    """Two ranks on CPUs 0 and 1, the injector on CPU 0 (noise shares a core with the application)."""
+    require_root()
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 CPUs")
+    if not _available(request.param):
+        pytest.skip(f"launcher {request.param} or its fwq binary is not available")
+    if request.param == "srun":
+        from stackproof.cluster import Settings, find_mpibind_plugin
+        request.getfixturevalue("live_cluster").up(Settings(profile="baseline", mpibind_plugin=find_mpibind_plugin()))
+    tmp = tmp_path_factory.mktemp(f"live-{request.param}")
+    for attempt in range(1, ATTEMPTS + 1):
+        trace, report = _run(tmp, request.param, "0,1", 2, "0", "injected")
+        stats = noise.core_stats(trace)
+        _record(f"{request.param}/injected", {"attempt": attempt, "injector": report, "cores": _core_summary(stats)})
+        if _injected_ok(stats):
+            break
+    return request.param, tmp, trace, stats, report
+
+
+def test_injected_cpu_is_most_affected_with_its_period(shared_core_run):
+    launcher, _, trace, stats, report = shared_core_run
+    worst = noise.most_affected(stats)
+    assert sorted(s.cpu for s in stats) == [0, 1]
+    assert worst.cpu == 0, f"most affected is CPU {worst.cpu}: {[(s.cpu, s.std_us) for s in stats]}"
+    assert worst.period_ms == pytest.approx(100, rel=0.10)
+    # at least the injected burst; a co-tenant that gets the CPU right after it can lengthen the detour
+    assert worst.detour_us >= 0.9 * 2500
+    # the injector kept its promise: ~2.5 % of CPU 0
+    assert report["cpus"][0]["cpu"] == 0 and report["policy"] == "fifo"
+    assert report["duty_cycle"] == pytest.approx(0.025, rel=0.2)
+
+
+def test_noise_on_a_system_core_spares_the_application_core(shared_core_run):
+    """Core specialization in miniature: injector on CPU 0 (system core), FWQ only on CPU 1."""
+    launcher, tmp, _, shared_stats, _ = shared_core_run
+    shared_std = noise.most_affected(shared_stats).std_us   # CPU 0, sharing its core with the noise
+    for attempt in range(1, ATTEMPTS + 1):
+        moved, report = _run(tmp, launcher, "1", 1, "0", "corespec")
+        app = noise.core_stats(moved)
+        ratio = app[0].std_us / shared_std
+        _record(f"{launcher}/corespec", {"attempt": attempt, "injector": report, "cores": _core_summary(app),
+                                         "shared_std_us": shared_std, "std_ratio": ratio})
+        if ratio < 1:
+            break
+    print(f"\n[{launcher}] std on the application core: noise moved {app[0].std_us:.1f} us vs "
+          f"shared {shared_std:.1f} us, ratio {ratio:.3f}")
+    assert [s.cpu for s in app] == [1]
+    assert app[0].std_us < shared_std
+    # not asserted: whether a faint echo of the signature reaches CPU 1 (docs/noise.md); it is recorded

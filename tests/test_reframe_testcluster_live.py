@@ -1,0 +1,63 @@
+"""ReFrame for real on the local Slurm test cluster: FWQ under profiles (with and without an injected
+signature), core specialization and mpibind binding checks, then `stackproof report` on the result."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from stackproof import cluster as cl
+from stackproof.paths import REPO
+from stackproof.report import build, load_run
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def testcluster_run(live_cluster, tmp_path_factory):
+    plugin = cl.find_mpibind_plugin()
+    if plugin is None:
+        pytest.skip("mpibind SPANK plugin not built (make mpibind-build)")
+    if not (REPO / "build/fwq/fwq-mpi").exists() and not os.environ.get("STACKPROOF_FWQ"):
+        pytest.skip("fwq-mpi not built (make fwq-build) and STACKPROOF_FWQ unset")
+    live_cluster.up(cl.Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))
+    tmp = tmp_path_factory.mktemp("rfm-testcluster")
+    report = tmp / "report.json"
+    env = dict(live_cluster.env(), STACKPROOF_CLUSTER_NODES="1", STACKPROOF_FAKE_GPUS="2",
+               STACKPROOF_RFM_PREFIX=str(tmp / "prefix"), STACKPROOF_RESULTS_DB=str(tmp / "results.db"))
+    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster", "--stack", "laptop", "--",
+           "--system", "testcluster:cpu", "-n", "FWQNoise", "-n", "CoreSpecCheck", "-n", "MpibindBinding",
+           "-x", ".*profile=(freecore|clean).*", "-S", "FWQNoise.samples=20000", "-S", "FWQNoise.work=16384",
+           "--report-file", str(report)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    cases = {tc["display_name"].rsplit(" /", 1)[0]: tc
+             for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]}
+    return proc, cases, report, tmp
+
+
+def test_every_check_passes_on_the_test_cluster(testcluster_run):
+    proc, cases, _, _ = testcluster_run
+    failed = {n: (c.get("fail_reason") or "")[:300] for n, c in cases.items() if c["result"] != "pass"}
+    assert not failed, failed
+    assert proc.returncode == 0
+    assert {"FWQNoise %profile=baseline %signature=none", "FWQNoise %profile=corespec %signature=10Hz-2500us",
+            "CoreSpecCheck %profile=corespec", "MpibindBinding %profile=corespec"} <= set(cases)
+
+
+def test_fwq_reports_the_most_affected_core_and_keeps_the_trace(testcluster_run):
+    _, cases, _, _ = testcluster_run
+    for name, c in cases.items():
+        if name.startswith("FWQNoise"):
+            vars_ = {k.split(":")[-1] for k in c["perfvalues"]}
+            assert {"min", "mean", "max", "std", "noise_fraction"} <= vars_
+            assert os.path.isfile(os.path.join(c["outputdir"], "fwq.dat"))
+
+
+def test_report_from_the_test_cluster_run(testcluster_run):
+    _, _, report, tmp = testcluster_run
+    data = build(load_run(str(report)), tmp / "report", "CI")
+    profiles = {(r["profile"], r["signature"]) for r in data["noise"]}
+    assert ("baseline", "none") in profiles and ("corespec", "10Hz-2500us") in profiles
+    assert "data:image/png;base64," in (tmp / "report" / "report.html").read_text()

@@ -1,0 +1,97 @@
+"""`stackproof report`: two stacks from ReFrame run reports -> HTML + Markdown (issue 5, item 3)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stackproof import noise
+from stackproof.benchparse import parse_file
+from stackproof.errors import StackproofError
+from stackproof.report import build, load_run
+
+
+def _tc(stack, name, perf, result="pass", outputdir=None, reason=None):
+    return {"name": name, "display_name": name, "unique_name": name.replace(" ", "_") + stack,
+            "system": "site", "partition": "cpu", "environ": stack, "result": result,
+            "fail_phase": None if result == "pass" else "sanity", "fail_reason": reason,
+            "outputdir": outputdir,
+            "perfvalues": {f"site:cpu:{k}": [v, 0, None, None, u, "pass"] for k, (v, u) in perf.items()}}
+
+
+def _fwq_trace(path, detour_every=None):
+    """A 2-rank synthetic FWQ trace: 5 us quanta, rank 1 with a 2.5 ms detour every `detour_every` samples."""
+    d = np.full((2, 20000), 5.0)
+    if detour_every:
+        d[1, ::detour_every] += 2500.0
+    noise.write(path, d)
+    return path
+
+
+@pytest.fixture
+def two_stacks(tmp_path, shared):
+    fx = shared / "fixtures"
+    cases = {"commodity": [], "vendor": []}
+    for stack, version, scale in (("commodity", "7.2", 1.0), ("vendor", "5.7", 1.3)):
+        for bench in ("osu_latency", "osu_allreduce"):
+            res = parse_file("osu", fx / "osu" / version / f"{bench}.out")
+            prefix = "bw" if res.metric == "bandwidth" else "lat"
+            perf = {f"{prefix}_{size}B": (v * scale, res.unit) for size, v in res.values().items()}
+            cases[stack].append(_tc(stack, f"OSUBenchmark %benchmark={bench} %buffers=host", perf))
+        amg = parse_file("amg", fx / "amg" / "amg2023-n20-P211-p1.out")
+        cases[stack].append(_tc(stack, "AMGBenchmark %code=amg2023 %size=ci", {"fom": (amg.fom * scale, "nnz/s")}))
+        for prof, every in (("baseline", 500), ("corespec", None)):
+            out = tmp_path / stack / prof
+            out.mkdir(parents=True)
+            _fwq_trace(out / "fwq.dat", every)
+            std = 5.0 if every else 0.1
+            cases[stack].append(_tc(stack, f"FWQNoise %profile={prof} %signature=none",
+                                    {"min": (5.0, "us"), "mean": (6.0, "us"), "max": (2505.0, "us"),
+                                     "std": (std * scale, "us"), "noise_fraction": (0.01, "")},
+                                    outputdir=str(out)))
+    cases["vendor"].append(_tc("vendor", "CoreSpecCheck %profile=corespec", {}, result="fail",
+                               reason="a job step got system CPUs 0"))
+    files = []
+    for stack, tcs in cases.items():
+        f = tmp_path / f"{stack}.json"
+        f.write_text(json.dumps({"session_info": {"uuid": stack}, "runs": [{"testcases": tcs}]}))
+        files.append(f)
+    return files
+
+
+def test_report_compares_two_stacks(tmp_path, two_stacks):
+    cases = [c for f in two_stacks for c in load_run(str(f))]
+    data = build(cases, tmp_path / "out", "test report")
+    assert data["stacks"] == ["commodity", "vendor"]
+    # Table IV rows with ratios to baseline
+    rows = {(r["stack"], r["profile"]): r for r in data["noise"]}
+    assert rows[("commodity", "corespec")]["std_ratio"] == pytest.approx(0.1 / 5.0)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| commodity | site:cpu | none | corespec |" in md
+    # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
+    # here: a plot per benchmark and the table)
+    assert "osu_latency" in md and "osu_allreduce" in md
+    assert "vendor vs commodity (%)" in md
+    amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
+    assert amg_line.rstrip(" |").endswith("30.000")
+    # failures are named with their reason
+    assert "a job step got system CPUs 0" in md
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 4          # self-contained: plots embedded
+    assert "src='img/" not in html and "http" not in html.split("<body>")[1]
+    assert (tmp_path / "out" / "img").is_dir() and list((tmp_path / "out" / "img").glob("osu-*.png"))
+
+
+def test_report_cli_and_bad_input(tmp_path, two_stacks):
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", f"c={two_stacks[0]}",
+                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "| c |" in (tmp_path / "r" / "report.md").read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a report"}')
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "not a ReFrame run report" in proc.stderr
+    with pytest.raises(StackproofError, match="not found"):
+        load_run(str(tmp_path / "missing.json"))
