@@ -16,12 +16,17 @@ podman image exists "$base" || podman load -q -i "$out/debian12-compute.oci.tar"
 ctx=$out/laptop-context
 rm -rf "$ctx" && mkdir -p "$ctx/wheels" "$ctx/images/laptop"
 reframe=$(grep '^reframe-hpc==' "$repo/requirements-lock.txt") || die "requirements-lock.txt pins no reframe-hpc"
+matplotlib=$(grep '^matplotlib==' "$repo/requirements-lock.txt") || die "requirements-lock.txt pins no matplotlib"
 pip=$repo/.venv/bin/pip
 [ -x "$pip" ] || die "no $pip: run make venv"
 # ReFrame and its dependencies as wheels; versions pinned by requirements-lock.txt where it has them
-"$pip" download -q --only-binary=:all: -c "$repo/requirements-lock.txt" -d "$ctx/wheels" "$reframe"
+# (matplotlib: the report's plots; the compute image has no plotting stack)
+"$pip" download -q --only-binary=:all: -c "$repo/requirements-lock.txt" -d "$ctx/wheels" "$reframe" "$matplotlib"
 cp "$repo/requirements-lock.txt" "$ctx/"
 cp "$repo/images/laptop/entrypoint.sh" "$ctx/images/laptop/"
+# the acceptance suite itself (the stackproof package and slurm-conf are in the base image)
+cp -r "$repo/reframe-tests" "$ctx/"
+find "$ctx/reframe-tests" -name __pycache__ -prune -exec rm -rf {} +
 image=localhost/stackproof/stackproof-laptop:latest
 podman build --layers=false -f "$repo/images/laptop/Containerfile" --build-arg BASE="$base" -t "$image" "$ctx" >/dev/null
 rm -f "$out/stackproof-laptop.oci.tar"

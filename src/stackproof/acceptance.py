@@ -94,6 +94,8 @@ def run(steps: list[tuple[str, Callable[[], str]]]) -> list[Result]:
             detail, ok = fn(), True
         except (StackproofError, subprocess.TimeoutExpired) as exc:
             detail, ok = str(exc), False
+        except Exception as exc:  # a broken step must not hide the others' results
+            detail, ok = f"{type(exc).__name__}: {exc}", False
         dt = time.monotonic() - t0
         print(f" {'ok' if ok else 'FAILED'} ({dt:.1f} s)", file=sys.stderr, flush=True)
         if not ok:

@@ -147,6 +147,11 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+def _has_non_loopback_address() -> bool:
+    proc = subprocess.run(["ip", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    return proc.returncode != 0 or bool(proc.stdout.strip())
+
+
 def cgroup_mode() -> str:
     """'v1' for legacy/hybrid hierarchies (cpuset mounted as v1), 'v2' for a pure unified hierarchy."""
     if Path("/sys/fs/cgroup/cpuset").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
@@ -231,6 +236,12 @@ class Cluster:
         if settings.profile not in profile_names():
             raise StackproofError(f"unknown profile {settings.profile!r} (known: {', '.join(profile_names())})")
         if settings.nodes == 1:
+            # slurmd resolves its listen address with AI_ADDRCONFIG, which fails when only loopback
+            # is configured (a container started with --network none).
+            if not _has_non_loopback_address():
+                raise StackproofError("no network address besides loopback (a container with --network none?): "
+                                      "a single-node cluster needs one; run the container with --network host, "
+                                      "or use --nodes 2 (nodes get their own namespaces and addresses)")
             for port in settings.ports:
                 if _port_in_use(port):
                     raise StackproofError(f"port {port} is in use (another Slurm or test cluster?): "

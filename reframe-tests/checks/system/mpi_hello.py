@@ -1,5 +1,6 @@
-"""MPI start-up with each stack's compiler wrapper and launcher: every rank reports once and the
-world size is right. Binding-free, so it runs on any system (the local one included)."""
+"""MPI start-up with each stack's compiler wrapper and launcher: every rank reports once, the world
+size is right and an allreduce over all ranks adds up. Binding-free, so it runs on any system (the
+local one included). The program is the one `make acceptance` uses (src/stackproof/data/)."""
 import os
 import sys
 
@@ -9,6 +10,7 @@ import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
 from reframe.core.builtins import run_after, sanity_function   # noqa: E402
 
+from stackproof.paths import REPO                       # noqa: E402
 from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
 
 
@@ -16,6 +18,7 @@ from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
 class MPIHello(StackproofMixin, rfm.RegressionTest):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
+    sourcesdir = str(REPO / 'src/stackproof/data')
     sourcepath = 'mpi_hello.c'
     build_system = 'SingleSource'
     time_limit = '5m'
@@ -31,11 +34,15 @@ class MPIHello(StackproofMixin, rfm.RegressionTest):
 
     @sanity_function
     def validate(self):
-        ranks = sn.extractall(r'^hello rank (\d+) of (\d+) on', self.stdout, 1, int)
-        sizes = sn.extractall(r'^hello rank (\d+) of (\d+) on', self.stdout, 2, int)
+        line = r'^rank (\d+) of (\d+) on \S+ cpu \d+ sum (\d+)$'
+        ranks = sn.extractall(line, self.stdout, 1, int)
+        sizes = sn.extractall(line, self.stdout, 2, int)
+        sums = sn.extractall(line, self.stdout, 3, int)
         return sn.all([
             sn.assert_eq(sn.sorted(ranks), list(range(self.num_tasks)),
                          msg=f'{self.stage_file()}: expected one line from each rank 0..{self.num_tasks - 1}'),
             sn.assert_eq(sn.count(sn.filter(lambda s: s != self.num_tasks, sizes)), 0,
                          msg=f'{self.stage_file()}: expected world size {self.num_tasks} on every rank'),
+            sn.assert_eq(sn.count(sn.filter(lambda s: s != self.num_tasks, sums)), 0,
+                         msg=f'{self.stage_file()}: expected the allreduce sum {self.num_tasks} on every rank'),
         ])
