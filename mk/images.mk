@@ -29,7 +29,7 @@ images-smoke: images-debian
 	@./images/common/run-smoke.sh $(IMAGES_OUT)/debian12-compute.oci.tar
 	@$(STACKPROOF) images scan $(IMAGES_OUT)/debian12-compute.oci.tar
 
-images-test: venv
+images-test: venv images-tools
 	@echo "== images: lint"
 	@$(MAKE) --no-print-directory images-lint
 ifeq ($(IMAGES_BUILD_WANTED),yes)
