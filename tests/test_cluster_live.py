@@ -135,7 +135,7 @@ def test_three_nodes_in_namespaces_with_mpi_over_tcp(live_cluster, mpi_hello):
 
 
 def test_killed_slurmd_is_reported_and_recovered(live_cluster):
-    st = live_cluster.up(cl.Settings(profile="baseline", nodes=3))
+    live_cluster.up(cl.Settings(profile="baseline", nodes=3))
     # Kill an idle slurmd: one killed while a step completes leaves that job completing on the node,
     # which only slurmctld's own clean-up resolves (minutes later) -- a different scenario.
     for _ in range(100):

@@ -204,7 +204,7 @@ def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     assert not [c for c in cases if "%buffers=cuda" in c["name"]]
     amg = job_script(case(cases, "AMGBenchmark %code=amg %size=paper", "laptop"))
     assert "export OMP_NUM_THREADS=1" in amg
-    assert f"srun /opt/stackproof/views/laptop/bin/amg -n 200 100 100 -P " in amg
+    assert "srun /opt/stackproof/views/laptop/bin/amg -n 200 100 100 -P " in amg
     sw4 = job_script(case(cases, "SW4Benchmark %deck=halfspace-small", "laptop"))
     assert "cp " + str(SUITE / "checks/apps/sw4-inputs/halfspace-small.in") + " ." in sw4
     assert "srun /opt/stackproof/views/laptop/bin/sw4 halfspace-small.in" in sw4

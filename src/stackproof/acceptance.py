@@ -105,7 +105,7 @@ def run(steps: list[tuple[str, Callable[[], str]]]) -> list[Result]:
 
 
 def summary_markdown(results: list[Result], header: str) -> str:
-    lines = [f"# stackproof acceptance summary", "", header, "",
+    lines = ["# stackproof acceptance summary", "", header, "",
              "| step | result | seconds | detail |", "|---|---|---:|---|"]
     for r in results:
         lines.append(f"| {r.step} | {'pass' if r.ok else '**FAIL**'} | {r.seconds:.1f} | {r.detail} |")

@@ -14,7 +14,6 @@ later layer deletes (a whiteout does not remove the bytes from the archive).
 """
 from __future__ import annotations
 
-import argparse
 import io
 import ipaddress
 import json
@@ -28,6 +27,7 @@ import yaml
 
 from .cpulist import format_list
 from .errors import StackproofError
+from .yamlfile import read_yaml
 from .hostlist import expand
 from .nodetype import load as load_nodetype
 from .paths import REPO
@@ -80,12 +80,7 @@ class ClusterSpec:
 
 def load_spec(path: str | Path = DEFAULT_SPEC) -> ClusterSpec:
     path = Path(path)
-    if not path.is_file():
-        raise StackproofError(f"cluster description not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise StackproofError(f"{path}: invalid YAML: {exc}") from None
+    data = read_yaml(path, "cluster description")
     if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
         raise StackproofError(f"{path}: expected a mapping with 'site', 'profiles' and 'nodes'")
     site = data.get("site") or {}

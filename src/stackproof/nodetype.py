@@ -16,9 +16,7 @@ the node type because every profile of it uses the same k.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
-import os
 import re
 import shutil
 import socket
@@ -32,6 +30,7 @@ import yaml
 
 from .cpulist import format_list, parse_hwloc_bitmap, parse_list
 from .errors import StackproofError
+from .yamlfile import read_yaml
 from .paths import nodetypes_dir
 
 SCHEMA = "stackproof-nodetype/1"
@@ -372,10 +371,7 @@ def load(name_or_path: str) -> NodeType:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in nodetypes_dir().glob("*.yaml")) + ["local"])
         raise StackproofError(f"unknown node type {name_or_path!r} (known: {known})")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise StackproofError(f"{path}: invalid YAML: {exc}") from None
+    data = read_yaml(path, "node type")
     if not isinstance(data, dict):
         raise StackproofError(f"{path}: not a node type")
     return NodeType.from_dict(data, str(path))

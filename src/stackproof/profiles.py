@@ -9,17 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from .cpulist import format_list
 from .errors import StackproofError
+from .yamlfile import read_yaml
 from .nodetype import NodeType
 from .paths import slurm_conf_dir
 
 
 def load_catalog(path: Path | None = None) -> dict:
     path = path or slurm_conf_dir() / "profiles.yaml"
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path, "profile catalog")
     if not isinstance(data, dict) or "profiles" not in data or "daemons" not in data:
         raise StackproofError(f"{path}: expected 'profiles' and 'daemons' sections")
     return data

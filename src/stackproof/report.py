@@ -15,7 +15,6 @@ plots as PNG files beside it) and `report.json` (the extracted numbers).
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import json

@@ -19,7 +19,6 @@ socket by socket, PUs of a core consecutive); systemd, irqbalance, taskset and p
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass, field
@@ -210,7 +209,7 @@ def _profile_env(nt: NodeType, prof: ProfilePlan) -> str:
         f"STACKPROOF_APP_CORE_FIRST_PUS={first_pus}",
         # One task per application core, each bound to its core's PUs (srun --cpu-bind=...).
         f"STACKPROOF_SRUN_CPU_BIND=mask_cpu:{masks}",
-        f"MPIBIND_RESTRICT_TYPE=cpu",
+        "MPIBIND_RESTRICT_TYPE=cpu",
         f"MPIBIND_RESTRICT={prof.app_cpu_list}",
     ]
     if nt.gpu_vendor in VISIBLE_DEVICES_VAR:

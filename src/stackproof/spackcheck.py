@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from .errors import StackproofError
+from .yamlfile import read_yaml
 from .paths import REPO
 
 ENVS_DIR = REPO / "spack-envs"
@@ -129,12 +130,7 @@ def load_pins(envs_dir):
 
 def load_env(envs_dir, name):
     path = Path(envs_dir) / name / "spack.yaml"
-    if not path.is_file():
-        raise StackproofError(f"environment {name}: {path} not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise StackproofError(f"{path}: not valid YAML: {exc}") from exc
+    data = read_yaml(path, f"environment {name}")
     if not isinstance(data, dict) or not isinstance(data.get("spack"), dict):
         raise StackproofError(f"{path}: top-level key 'spack' missing")
     return data["spack"]

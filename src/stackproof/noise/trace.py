@@ -181,7 +181,7 @@ def write(path: str | os.PathLike, durations_us, ranks: list[dict] | None = None
     ticks = np.minimum(np.rint(d * ticks_per_second / 1e6), 0xFFFFFFFF).astype("<u4")
     nranks, nsamples = ticks.shape
     ranks = ranks or [{"rank": r, "cpu": r} for r in range(nranks)]
-    header = [f"version=0.1.0", f"program={program}", "mode=synthetic", f"nranks={nranks}",
+    header = ["version=0.1.0", f"program={program}", "mode=synthetic", f"nranks={nranks}",
               f"nsamples={nsamples}", f"ticks_per_second={ticks_per_second:.3f}"]
     header += [f"{k}={v}" for k, v in meta.items()]
     for i, r in enumerate(ranks):
