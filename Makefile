@@ -19,7 +19,7 @@ TEST_TARGETS  :=
 
 -include mk/*.mk
 
-.PHONY: help deps venv build test test-python acceptance clean
+.PHONY: help deps venv build test test-python lint-python acceptance clean
 help:
 	@echo "make acceptance   install what is missing, bring up the test cluster, run the acceptance suite, write the report"
 	@echo "make test         install what is missing, build, run every test (unit, golden, live cluster)"
@@ -42,7 +42,12 @@ test-python: build
 	@echo "== pytest"
 	@$(PY) -m pytest -ra $(PYTEST_ARGS)
 
-test: build $(TEST_TARGETS) test-python
+## lint-python: unused names, undefined names and the like in every Python file we own
+lint-python: venv
+	@echo "== pyflakes"
+	@$(PY) -m pyflakes src reframe-tests tests mpibind/python
+
+test: build lint-python $(TEST_TARGETS) test-python
 
 acceptance: build
 	@$(PY) -m stackproof.acceptance
