@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import shutil
 import signal
@@ -61,6 +62,7 @@ class Settings:
     ports: tuple[int, int] = DEFAULT_PORTS
     mpibind_plugin: str | None = None
     mpibind_args: str = ""
+    noise_daemon: str = ""          # e.g. "10Hz-2500us": a daemon-like noise source on the node
 
     def key(self) -> dict:
         d = asdict(self)
@@ -74,6 +76,7 @@ class State:
     node_names: list[str]
     netns: list[str] = field(default_factory=list)
     munged_pid: int | None = None
+    noise_pid: int | None = None
     system_cpus: str = ""
     app_cpus: str = ""
 
@@ -306,6 +309,8 @@ class Cluster:
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))  # character device, NVIDIA major
         self._start_munge(st, prof)
+        if s.noise_daemon:
+            self._start_noise_daemon(st, prof, s.noise_daemon)
         if multi:
             self._make_netns(st)
         self._start_slurmctld(st)
@@ -338,6 +343,24 @@ class Cluster:
         if prof.reserve and prof.system_cpus:
             # The profile's system side for the daemon this cluster owns (munge is in its daemon set).
             _sh(["taskset", "-a", "-c", "-p", prof.system_cpu_list, str(pid)])
+
+    def _start_noise_daemon(self, st: State, prof, signature: str) -> None:
+        """A node daemon that steals the CPU like snmpd or irqbalance did on the paper's nodes:
+        fwq-noise with one floating thread (the OS places it). The profile treats it like the other
+        daemons: bound to the system CPUs when the profile reserves them, left to the OS otherwise
+        (so free cores can absorb it). Its noise is what the profiles are meant to mitigate."""
+        from .noise.run import binary
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)Hz-(\d+(?:\.\d+)?(?:ns|us|ms|s))", signature)
+        if not m:
+            raise StackproofError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+        log_file = open(self.root / "log/noise-daemon.json", "w")
+        proc = subprocess.Popen([str(binary("fwq-noise")), "--freq", m.group(1), "--duration", m.group(2),
+                                 "--cpus", "0", "--float"], stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        st.noise_pid = proc.pid
+        self.save_state(st)
+        if prof.reserve and prof.system_cpus:
+            _sh(["taskset", "-a", "-c", "-p", prof.system_cpu_list, str(proc.pid)])
 
     def _make_netns(self, st: State) -> None:
         ctl = f"{NETNS_PREFIX}-ctl"
@@ -405,6 +428,10 @@ class Cluster:
         if not _alive(st.munged_pid):
             self._start_munge(st, plan(from_host("local"), st.settings["profile"], k=st.settings["k"]))
             restarted.append("munged")
+        if st.noise_pid and not _alive(st.noise_pid):
+            self._start_noise_daemon(st, plan(from_host("local"), st.settings["profile"], k=st.settings["k"]),
+                                     st.settings["noise_daemon"])
+            restarted.append("noise daemon")
         for n in st.node_names:
             if not _alive(_read_pid(self.slurmd_pidfile(n))):
                 self._start_slurmd(st, n)
@@ -447,6 +474,8 @@ class Cluster:
         ctl_pid = _read_pid(self.root / "run/slurmctld.pid")
         daemons = {"munged": {"pid": st.munged_pid, "alive": _alive(st.munged_pid)},
                    "slurmctld": {"pid": ctl_pid, "alive": _alive(ctl_pid)}}
+        if st.noise_pid:
+            daemons["noise daemon"] = {"pid": st.noise_pid, "alive": _alive(st.noise_pid)}
         for n in st.node_names:
             pid = _read_pid(self.slurmd_pidfile(n))
             daemons[f"slurmd {n}"] = {"pid": pid, "alive": _alive(pid)}
@@ -474,6 +503,8 @@ class Cluster:
         # Job steps that outlived their slurmd (should not happen; be thorough).
         for p in self._stray_stepds(st):
             _kill_and_wait([p], timeout=5)
+        if st.noise_pid:
+            _kill_and_wait([st.noise_pid], timeout=5)
         if st.munged_pid:
             _kill_and_wait([st.munged_pid], timeout=5)
         for ns in reversed(st.netns):
@@ -583,7 +614,8 @@ def settings_from_args(args, current: dict | None = None) -> Settings:
     k = args.k if args.k is not None else (base.k if args.profile is None else None)
     return Settings(profile=pick(args.profile, base.profile), k=k, nodes=pick(args.nodes, base.nodes),
                     fake_gpus=pick(args.fake_gpus, base.fake_gpus), ports=pick(args.ports, base.ports),
-                    mpibind_plugin=plugin, mpibind_args=pick(args.mpibind_args, base.mpibind_args))
+                    mpibind_plugin=plugin, mpibind_args=pick(args.mpibind_args, base.mpibind_args),
+                    noise_daemon="" if args.noise_daemon == "none" else pick(args.noise_daemon, base.noise_daemon))
 
 
 def _cmd_up(args) -> int:
@@ -643,6 +675,9 @@ def register(sub) -> None:
     u.add_argument("--mpibind", choices=["auto", "on", "off"],
                    help="load the mpibind SPANK plugin from the build (default auto: when built)")
     u.add_argument("--mpibind-args", help="plugstack.conf arguments, e.g. default_off")
+    u.add_argument("--noise-daemon", metavar="FREQHz-DURATION|none",
+                   help="run a daemon-like noise source on the node (e.g. 10Hz-2500us), bound like "
+                        "the profile's daemons")
     u.set_defaults(func=_cmd_up)
     d = csub.add_parser("down", help="stop every daemon, remove namespaces and cgroups")
     d.set_defaults(func=_cmd_down)

@@ -1,5 +1,11 @@
 """FWQ-MPI noise per core-specialization configuration (TOSS-2020 Table III), optionally with an
-injected noise signature (fwq-noise, a daemon-like injector on the application CPUs).
+injected noise signature:
+  `10Hz-2500us`         fwq-noise inside the job, on the application CPUs: noise no profile can move
+                        (like an application's own helper threads); proves the measurement sees it;
+  `daemon-10Hz-2500us`  a noise daemon on the node (test cluster: `stackproof cluster up
+                        --noise-daemon`), which the profile treats like snmpd or irqbalance: left to the
+                        OS under baseline/freecore, bound to the system cores under corespec/clean.
+                        The profiles' mitigation shows in these rows.
 
 The configuration is switched with the profile machinery (`stackproof cluster up --profile P` on
 the test cluster; the node image's profile on real sites), then one rank runs on each application
@@ -29,7 +35,7 @@ from stackproof_rfm import (StackproofMixin, activate_profile, cpu_bind_options,
 
 PROFILES = ['baseline', 'freecore-first', 'freecore-last', 'corespec', 'clean']
 # injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
-SIGNATURES = ['none', '10Hz-2500us']
+SIGNATURES = ['none', '10Hz-2500us', 'daemon-10Hz-2500us']
 
 
 @rfm.simple_test
@@ -71,9 +77,15 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def set_launch(self):
         self.executable = self._binary('fwq-mpi', 'STACKPROOF_FWQ')
-        noise = self._binary('fwq-noise', 'STACKPROOF_FWQ_NOISE') if self.signature != 'none' else None
+        daemon = self.signature.startswith('daemon-')
+        signature = self.signature[len('daemon-'):] if daemon else self.signature
+        if daemon and 'profiles' not in self.current_partition.features and not self.is_dry_run():
+            self.skip('a node noise daemon needs a system whose profiles stackproof switches (the local '
+                      'test cluster, feature "profiles"); on a site, run the daemon on the nodes yourself')
+        noise = (self._binary('fwq-noise', 'STACKPROOF_FWQ_NOISE')
+                 if signature != 'none' and not daemon else None)
         try:
-            self.profile_env = activate_profile(self, self.profile)
+            self.profile_env = activate_profile(self, self.profile, noise_daemon=signature if daemon else 'none')
         except RuntimeError as exc:
             raise SanityError(str(exc)) from None
         self.app_cpus = parse_list(self.profile_env['STACKPROOF_APP_CPUS'])
@@ -81,10 +93,11 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
         self.num_tasks = self.nodes * self.num_tasks_per_node
         self.job.launcher.options = cpu_bind_options(self, self.profile_env)
         self.executable_opts = ['-n', str(self.samples), '-w', str(self.work), '-o', 'fwq.dat']
-        if noise:
-            freq, duration = re.fullmatch(r'(\d+)Hz-(\w+)', self.signature).groups()
+        if signature != 'none':
+            freq, duration = re.fullmatch(r'(\d+)Hz-(\w+)', signature).groups()
             samples = max(self.samples, int(self.signature_periods / float(freq) * 1e6))
             self.executable_opts[1] = str(samples)
+        if noise:
             inject = (f'{noise} --freq {freq} --duration {duration} --cpus {self.profile_env["STACKPROOF_APP_CPUS"]} '
                       f'--seconds {self.noise_seconds} -o noise-report.json')
             if launcher_name(self) == 'srun':

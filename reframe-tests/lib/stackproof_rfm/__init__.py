@@ -130,7 +130,7 @@ class StackproofMixin(rfm.RegressionTestPlugin):
         return cache[path]
 
 
-def activate_profile(test, profile):
+def activate_profile(test, profile, noise_daemon='none'):
     """Make the nodes of test's partition run core-specialization `profile` and return its
     profile.env values.
 
@@ -147,10 +147,13 @@ def activate_profile(test, profile):
     if test.is_dry_run() or not ({'profiles', 'corespec'} & set(part.features)):
         return render_profile(part.extras['nodetype'], profile, rendered)
     if 'profiles' in part.features:
-        proc = subprocess.run(stackproof_cmd('cluster', 'up', '--profile', profile),
+        # noise_daemon: a daemon-like noise source on the node (e.g. 10Hz-2500us), bound by the profile
+        # like the other daemons; 'none' stops one a previous check asked for.
+        proc = subprocess.run(stackproof_cmd('cluster', 'up', '--profile', profile, '--noise-daemon', noise_daemon),
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f'stackproof cluster up --profile {profile} failed: {proc.stderr.strip()}')
+            raise RuntimeError(f'stackproof cluster up --profile {profile} --noise-daemon {noise_daemon} failed: '
+                               f'{proc.stderr.strip()}')
     if not os.path.isfile(installed):
         test.skip(f'{installed} not found: the nodes run no stackproof profile '
                   '(render one with `stackproof slurm render` into the node image)')
