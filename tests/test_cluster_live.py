@@ -230,3 +230,20 @@ def test_cli_up_keeps_the_running_clusters_other_settings(live_cluster):
     assert proc.returncode == 0, proc.stderr
     settings = live_cluster.status()["settings"]
     assert (settings["profile"], settings["nodes"], settings["fake_gpus"]) == ("freecore-last", 2, 2)
+
+
+@pytest.mark.skipif(LOCAL.cores_per_socket < 2, reason="needs >= 2 cores per socket")
+def test_noise_daemon_is_bound_like_the_profiles_daemons(live_cluster):
+    from stackproof.noise.run import build_dir
+    if not (build_dir() / "fwq-noise").exists():
+        pytest.skip("fwq-noise not built (make fwq)")
+    st = live_cluster.up(cl.Settings(profile="baseline", noise_daemon="10Hz-2500us"))
+    assert allowed_of(st.noise_pid) == LOCAL.all_cpus          # left to the OS
+    st = live_cluster.up(cl.Settings(profile="corespec", k=1, noise_daemon="10Hz-2500us"))
+    assert allowed_of(st.noise_pid) == parse_list(st.system_cpus)  # moved to the system core
+    pid = st.noise_pid
+    live_cluster.up(cl.Settings(profile="corespec", k=1))       # no daemon asked: it is stopped
+    assert not cl._alive(pid)
+    with pytest.raises(StackproofError, match="expected FREQHz-DURATION"):
+        live_cluster.up(cl.Settings(profile="baseline", noise_daemon="loud"))
+    assert live_cluster.load_state() is None                    # nothing half-started
