@@ -13,5 +13,6 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 echo "images: apt-get install$missing"
+apt-get -o DPkg::Lock::Timeout=900 update -qq
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing >/dev/null
