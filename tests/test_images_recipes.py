@@ -16,8 +16,7 @@ from stackproof.cli import main
 
 IMG = images.IMAGES_DIR
 INSTALL = IMG / "common" / "install-stack.sh"
-RECIPES = [IMG / "el9-compute/Containerfile", IMG / "el9-compute-gpu/Containerfile",
-           IMG / "debian12-compute/Containerfile"]
+RECIPES = [IMG / "el9-compute/Containerfile", IMG / "debian12-compute/Containerfile"]
 BUILT = images.REPO / "build" / "images" / "debian12-compute.oci.tar"
 
 
@@ -58,6 +57,14 @@ def test_both_distributions_install_the_same_roles():
     assert "kernel-core" in lists["el9"] and "NetworkManager" in lists["el9"]
     gpu = _sh(INSTALL, "packages", "el9", "gpu").stdout.split()
     assert set(lists["el9"]) < set(gpu)
+
+
+def test_el9_gpu_image_is_a_variant_of_the_el9_recipe():
+    """One recipe for both EL9 images: VARIANT=gpu selects the GPU package set and nvidia-persistenced."""
+    text = (IMG / "el9-compute/Containerfile").read_text()
+    assert "ARG VARIANT=cpu" in text and 'install-packages el9 "$VARIANT"' in text
+    assert 'if [ "$VARIANT" = gpu ]; then systemctl enable nvidia-persistenced.service; fi' in text
+    assert "VARIANT=gpu" in (IMG / "el9-compute-gpu/README.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -111,7 +111,26 @@ def _b(text):
     return None if text is None else str(text).encode()
 
 
-class Topology:
+class _Owned:
+    """A library object freed by close(): usable in `with`, and freed when garbage-collected."""
+
+    def close(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+
+class Topology(_Owned):
     """A topology loaded once (XML file, HWLOC_XMLFILE, or this machine) and shared by mappings."""
 
     def __init__(self, path=None, library=None):
@@ -128,20 +147,9 @@ class Topology:
             self._lib.mpibind_close_topology(self._ptr)
             self._ptr = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
 
-class MpibindHandle:
+class MpibindHandle(_Owned):
     """One mapping computation; mirrors the C API. None means "library default"."""
 
     def __init__(self, ntasks, nthreads=None, greedy=None, gpu_optim=None, smt=None,
@@ -282,17 +290,6 @@ class MpibindHandle:
             self._lib.mpibind_finalize(self._h)
             self._h = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def mapping(ntasks, topology=None, topology_file=None, **params):

@@ -76,5 +76,4 @@ class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
         values = {'fom': (result.fom, 'nnz*iter/s'), 'fom_setup': (result.fom_setup, 'nnz/s'),
                   'fom_solve': (result.fom_solve, 'nnz*iter/s'), 'setup_time': (result.setup_s, 's'),
                   'solve_time': (result.solve_s, 's')}
-        self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
-                               for name, (v, unit) in values.items() if v is not None}
+        self.set_perf_values(values)

@@ -56,5 +56,4 @@ class SW4Benchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
             return
         result = self.parse_output('sw4')
         values = {'solve_time': (result.solve_s, 's'), 'startup_time': (result.startup_s, 's')}
-        self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
-                               for name, (v, unit) in values.items() if v is not None}
+        self.set_perf_values(values)

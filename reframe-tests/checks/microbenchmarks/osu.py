@@ -105,7 +105,4 @@ class OSUBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
             return
         result = self.parse_output('osu')
         prefix = 'bw' if result.metric == 'bandwidth' else 'lat'
-        self.perf_variables = {
-            f'{prefix}_{size}B': sn.make_performance_function(lambda v=value: v, result.unit)
-            for size, value in result.values().items()
-        }
+        self.set_perf_values({f'{prefix}_{size}B': (value, result.unit) for size, value in result.values().items()})

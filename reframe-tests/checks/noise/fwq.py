@@ -154,5 +154,4 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
             return
         _, worst = self.noise_stats()
         units = {'min_us': 'us', 'mean_us': 'us', 'max_us': 'us', 'std_us': 'us', 'noise_fraction': ''}
-        self.perf_variables = {name.replace('_us', ''): sn.make_performance_function(lambda v=worst[name]: v, unit)
-                               for name, unit in units.items() if worst.get(name) is not None}
+        self.set_perf_values({name.replace('_us', ''): (worst.get(name), unit) for name, unit in units.items()})

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import reframe as rfm
+import reframe.utility.sanity as sn
 import reframe.core.runtime as rt
 from reframe.core.exceptions import SanityError
 from reframe.core.builtins import run_after
@@ -68,6 +69,12 @@ def render_profile(nodetype, profile, outdir):
 class StackproofMixin(rfm.RegressionTestPlugin):
     #: file name under references/<stack>/ holding this test's references (None: no references)
     reference_file = None
+
+    def set_perf_values(self, values):
+        """Performance variables from already parsed numbers: {name: (value, unit)}; a None value
+        (a quantity this output does not print) is left out."""
+        self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
+                               for name, (v, unit) in values.items() if v is not None}
 
     @property
     def stack(self):
