@@ -68,6 +68,9 @@ def register(subparsers) -> None:
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_run)
 
+    from .scale.cli import register as register_project
+    register_project(sub)
+
 
 # ------------------------------------------------------------------ stats / plot / compare
 

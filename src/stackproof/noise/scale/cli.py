@@ -1,0 +1,214 @@
+"""`stackproof noise project`: sweep the scenarios, print the table, write JSON, Markdown and a plot.
+
+  stackproof noise project --run reports/acceptance --nodes 1,16,256,4096,65536 --interval 1ms \\
+      --collective 'allreduce:{binomial,linear}' --noisy-fraction 1,0.1 --placement random -o out/
+  stackproof noise project --signature 10Hz:2.5ms --nodes 1,64,4096
+
+"Effective" slowdown sets what a profile costs against what it saves: a profile that reserves cores
+for the system runs the application on fewer cores, so (assuming the application scales within a
+node) its time grows by cores_max / cores_profile on top of the noise slowdown.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from ...errors import StackproofError
+from . import loggp as lg
+from .collectives import ALGORITHMS
+from .noisemodel import NoiseModelError, from_trace, parse_signature
+from .simulate import PLACEMENTS, Scenario, simulate
+from .sources import load_run
+
+DEFAULT_NODES = "1,16,256,4096,65536"
+MAX_NODES = 1 << 20
+
+
+def register(sub) -> None:
+    s = sub.add_parser("project", help="project a node's measured noise to thousands of nodes (BSP + allreduce)",
+                       description=__doc__.split("\n\n")[0])
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", help="an FWQ trace, a ReFrame run report, or the acceptance report directory")
+    src.add_argument("--signature", help="a synthetic noise signature instead of a run, e.g. 10Hz:2.5ms")
+    s.add_argument("--profile", help="comma list of profiles of the run (default: every profile it measured)")
+    s.add_argument("--stack", help="the stack whose FWQ traces and latency curve to use (default: the run's first)")
+    s.add_argument("--nodes", default=DEFAULT_NODES, help=f"comma list of node counts (default {DEFAULT_NODES})")
+    s.add_argument("--interval", default="1ms", help="compute time between collectives, with unit (default 1ms)")
+    s.add_argument("--iterations", type=int, default=1000, help="bulk-synchronous iterations (default 1000)")
+    s.add_argument("--collective", default="allreduce:binomial",
+                   help="allreduce:ALGO[,ALGO] or allreduce:{a,b}; ALGO in " + ", ".join(ALGORITHMS))
+    s.add_argument("--noisy-fraction", default="1", help="comma list of shares of noisy nodes (default 1)")
+    s.add_argument("--placement", default="random", help="comma list of random, block (default random)")
+    s.add_argument("--nonblocking", type=float, default=0.0, metavar="OVERLAP",
+                   help="share of the interval overlapped with a non-blocking collective, 0..1 (default 0)")
+    s.add_argument("--message-size", type=int, default=8, help="allreduce message size in bytes (default 8)")
+    s.add_argument("--loggp", help="override LogGP values, e.g. 'L=1.5,o=0.4,g=0.4,BW=12.5GB/s' (us)")
+    s.add_argument("--loggp-from", metavar="FILE", help="fit LogGP from this osu_latency output")
+    s.add_argument("--seed", type=int, default=0, help="random phases and placements (default 0)")
+    s.add_argument("-o", "--outdir", help="write project.json, project.md and project-slowdown.png here")
+    s.add_argument("--json", action="store_true", help="print the results as JSON")
+    s.set_defaults(func=cmd_project)
+
+
+# ------------------------------------------------------------------ arguments
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise StackproofError(f"{what} {text!r}: expected a comma list of integers") from None
+    if not values:
+        raise StackproofError(f"{what}: empty list")
+    for v in values:
+        if v < 1 or v > MAX_NODES:
+            raise StackproofError(f"{what}: node count {v} out of range 1..{MAX_NODES}")
+    return values
+
+
+def _float_list(text: str, what: str, lo: float, hi: float) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise StackproofError(f"{what} {text!r}: expected a comma list of numbers") from None
+    if not values or any(not (lo <= v <= hi) for v in values):
+        raise StackproofError(f"{what} {text!r}: every value must be in [{lo:g}, {hi:g}]")
+    return values
+
+
+def _time_us(text: str, what: str) -> float:
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?\d+)?)\s*(ns|us|ms|s)\s*", text)
+    if not m:
+        raise StackproofError(f"{what} {text!r}: expected a time with a unit, e.g. 1ms or 250us")
+    value = float(m.group(1)) * {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[m.group(2)]
+    if value <= 0:
+        raise StackproofError(f"{what} must be positive")
+    return value
+
+
+def parse_collectives(text: str) -> list[str]:
+    kind, sep, algos = text.partition(":")
+    if kind.strip() != "allreduce" or not sep:
+        raise StackproofError(f"--collective {text!r}: expected allreduce:ALGO[,ALGO] (only allreduce is modelled)")
+    names = [a.strip() for a in algos.strip().strip("{}").split(",") if a.strip()]
+    bad = [a for a in names if a not in ALGORITHMS]
+    if bad or not names:
+        raise StackproofError(f"--collective: unknown algorithm {', '.join(bad) or '(none)'}; "
+                              f"choose from {', '.join(ALGORITHMS)}")
+    return names
+
+
+def _placements(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in PLACEMENTS]
+    if bad or not names:
+        raise StackproofError(f"--placement: unknown {', '.join(bad) or '(none)'}; choose from {', '.join(PLACEMENTS)}")
+    return names
+
+
+def _loggp(args, curves) -> lg.LogGP:
+    from ...benchparse import parse_file
+    params = lg.LogGP()
+    candidates = [("osu", Path(args.loggp_from))] if args.loggp_from else list(curves)
+    for kind, path in candidates:
+        try:
+            if kind == "osu":
+                result = parse_file("osu", path)
+                values = result.values()
+                if result.metric == "latency":
+                    params = lg.fit(list(values), list(values.values()), f"osu_latency {path}")
+                else:
+                    params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
+            else:
+                netpipe = parse_file("netpipe", path)
+                params = lg.fit(netpipe.sizes, netpipe.times_us, f"NetPIPE {path}")
+            break
+        except StackproofError as exc:
+            if args.loggp_from:
+                raise
+            print(f"noise project: skipping {path}: {exc}", file=sys.stderr)
+    if args.loggp:
+        params = lg.override(params, args.loggp)
+    return params
+
+
+def _noises(args):
+    if args.signature:
+        return {args.signature: (parse_signature(args.signature), None)}, []
+    from ..trace import load
+    run = load_run(args.run, args.stack)
+    wanted = [p.strip() for p in args.profile.split(",")] if args.profile else list(run.traces)
+    missing = [p for p in wanted if p not in run.traces]
+    if missing:
+        raise StackproofError(f"{run.origin}: no FWQ trace for profile {', '.join(missing)}; "
+                              f"measured: {', '.join(run.traces)}")
+    out = {}
+    for p in wanted:
+        trace = load(run.traces[p])
+        out[p] = (from_trace(trace), trace.nranks)
+    return out, run.curves
+
+
+# ------------------------------------------------------------------ run
+
+def sweep(noises: dict, params: lg.LogGP, scenarios: list[Scenario], progress=None) -> list[dict]:
+    rows = []
+    max_cores = max((cores for _, cores in noises.values() if cores), default=None)
+    total = len(noises) * len(scenarios)
+    for i, ((profile, (noise, cores)), sc) in enumerate(itertools.product(noises.items(), scenarios), 1):
+        t0 = time.monotonic()
+        out = simulate(sc, noise, params)
+        row = {"profile": profile, "app_cores": cores, **out.as_dict()}
+        row["effective_slowdown"] = ((1 + out.slowdown) * max_cores / cores - 1) if cores and max_cores else None
+        rows.append(row)
+        if progress:
+            progress(f"[{i}/{total}] {profile}: {sc.nodes} nodes, {sc.collective}, noisy {sc.noisy_fraction:g} "
+                     f"{sc.placement}: slowdown {100 * out.slowdown:.2f} % ({time.monotonic() - t0:.1f} s)")
+    return rows
+
+
+def cmd_project(args) -> int:
+    nodes = _int_list(args.nodes, "--nodes")
+    interval = _time_us(args.interval, "--interval")
+    collectives = parse_collectives(args.collective)
+    fractions = _float_list(args.noisy_fraction, "--noisy-fraction", 0.0, 1.0)
+    placements = _placements(args.placement)
+    if not 0 <= args.nonblocking < 1:
+        raise StackproofError("--nonblocking OVERLAP must be in [0, 1)")
+    if args.iterations < 1:
+        raise StackproofError("--iterations must be >= 1")
+    if args.message_size < 0:
+        raise StackproofError("--message-size must be >= 0")
+    try:
+        noises, curves = _noises(args)
+        params = _loggp(args, curves)
+        scenarios = [Scenario(nodes=n, collective=c, noisy_fraction=f, placement=p, overlap=args.nonblocking,
+                              interval_us=interval, iterations=args.iterations, message_bytes=args.message_size,
+                              seed=args.seed)
+                     for c, f, p, n in itertools.product(collectives, fractions, placements, nodes)]
+        rows = sweep(noises, params, scenarios, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (NoiseModelError, lg.LogGPError) as exc:
+        raise StackproofError(str(exc)) from None
+    doc = {"source": args.run or args.signature, "loggp": params.as_dict(),
+           "noise": {p: {"fraction": n.fraction, "span_us": n.span_us, "detours": int(n.starts_us.size),
+                         "app_cores": cores} for p, (n, cores) in noises.items()},
+           "rows": rows}
+    from .render import markdown, plot
+    if args.outdir:
+        out = Path(args.outdir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "project.json").write_text(json.dumps(doc, indent=1) + "\n")
+            (out / "project.md").write_text(markdown(doc))
+            plot(doc, out / "project-slowdown.png")
+        except OSError as exc:
+            raise StackproofError(f"-o {out}: cannot write ({exc.strerror})") from None
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+    else:
+        print(markdown(doc), end="")
+    return 0

@@ -1,0 +1,100 @@
+"""Projection results as a Markdown table, a slowdown-versus-nodes plot, and a report section."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MEANING = ("Slowdown = time of N nodes with each node's measured noise (own random phase) / the same "
+           "run without noise - 1. Effective = slowdown with the cores the profile reserves for the system "
+           "counted as lost application capacity (cores_max / cores_profile).")
+
+
+def _scenario(row: dict) -> tuple:
+    return (row["profile"], row["collective"], row["noisy_fraction"], row["placement"], row["overlap"])
+
+
+def _label(key: tuple) -> str:
+    profile, coll, frac, place, overlap = key
+    text = f"{profile}, {coll}"
+    if frac < 1:
+        text += f", {frac:g} noisy ({place})"
+    if overlap:
+        text += f", overlap {overlap:g}"
+    return text
+
+
+def _grouped(doc: dict) -> tuple[list[int], dict]:
+    groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    for row in doc["rows"]:
+        groups[_scenario(row)][row["nodes"]] = row
+    nodes = sorted({row["nodes"] for row in doc["rows"]})
+    return nodes, groups
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f} %"
+
+
+def markdown(doc: dict) -> str:
+    nodes, groups = _grouped(doc)
+    p = doc["loggp"]
+    lines = [f"Noise at scale: {doc['source']}",
+             "",
+             f"LogGP: L={p['L']:.3g} us, o={p['o']:.3g} us, g={p['g']:.3g} us, "
+             f"G={p['G'] * 1e3:.3g} ns/B ({p['source']})",
+             "",
+             "| scenario | node noise | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+             "|---|---|" + "---|" * len(nodes)]
+    for key, by_nodes in groups.items():
+        noise = doc["noise"][key[0]]
+        cells = []
+        for n in nodes:
+            row = by_nodes.get(n)
+            if row is None:
+                cells.append("-")
+            elif row.get("effective_slowdown") is not None and row["app_cores"] != max(
+                    (v["app_cores"] or 0) for v in doc["noise"].values()):
+                cells.append(f"{_pct(row['slowdown'])} (eff. {_pct(row['effective_slowdown'])})")
+            else:
+                cells.append(_pct(row["slowdown"]))
+        lines.append(f"| {_label(key)} | {100 * noise['fraction']:.3f} % | " + " | ".join(cells) + " |")
+    lines += ["", MEANING, ""]
+    return "\n".join(lines)
+
+
+def plot(doc: dict, path: Path) -> Path:
+    nodes, groups = _grouped(doc)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for key, by_nodes in groups.items():
+        xs = [n for n in nodes if n in by_nodes]
+        ax.plot(xs, [100 * by_nodes[n]["slowdown"] for n in xs], marker="o", label=_label(key))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("slowdown (%)")
+    ax.set_title("Projected slowdown of a bulk-synchronous code (interval "
+                 f"{doc['rows'][0]['interval_us']:g} us)" if doc["rows"] else "Projected slowdown")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report_section(results_dir) -> dict | None:
+    """The acceptance report's "Noise at scale" section from `project.json` in results_dir (None
+    when the projection did not run): title, Markdown, and the figure to embed."""
+    doc_path = Path(results_dir) / "project.json"
+    if not doc_path.is_file():
+        return None
+    doc = json.loads(doc_path.read_text())
+    figure = Path(results_dir) / "project-slowdown.png"
+    return {"title": "Noise at scale (projection)", "markdown": markdown(doc),
+            "figures": [str(figure)] if figure.is_file() else []}

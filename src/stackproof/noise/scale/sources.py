@@ -1,0 +1,92 @@
+"""Where a run keeps what the projection needs: FWQ traces per profile and a latency curve.
+
+RUN is one of
+  - an FWQ trace file (fwq-mpi / fwq-th output): the noise of one node, one configuration;
+  - a ReFrame JSON run report (e.g. reports/acceptance/reframe-report.json), or the directory that
+    holds one: its FWQ testcases name their profile (`%profile=...`) and keep `fwq.dat` in their
+    output directory; OSU latency / NetPIPE testcases of the same stack give the LogGP curve.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import StackproofError
+from .. import trace as fwqtrace
+
+REPORT_NAMES = ("reframe-report.json",)
+
+
+@dataclass
+class RunData:
+    origin: str
+    traces: dict[str, Path] = field(default_factory=dict)          # profile -> fwq.dat
+    curves: list[tuple[str, Path]] = field(default_factory=list)   # (kind, output file) latency/bandwidth
+    stack: str | None = None
+
+
+def _params(name: str) -> dict[str, str]:
+    return dict(re.findall(r"%(\w+)=(\S+)", name))
+
+
+def _report_file(path: Path) -> Path | None:
+    if path.is_file() and path.suffix == ".json":
+        return path
+    if path.is_dir():
+        for name in REPORT_NAMES:
+            if (path / name).is_file():
+                return path / name
+        found = sorted(path.glob("run-report-*.json")) + sorted(path.glob("reports/run-report-*.json"))
+        if found:
+            return found[-1]
+    return None
+
+
+def _testcases(doc: dict):
+    for run in doc.get("runs", []) if isinstance(doc, dict) else []:
+        for tc in run.get("testcases", []) or []:
+            if isinstance(tc, dict):
+                yield tc
+
+
+def load_run(spec: str, stack: str | None = None) -> RunData:
+    path = Path(spec)
+    if not path.exists():
+        raise StackproofError(f"--run {spec}: no such file or directory")
+    if path.is_file() and path.suffix != ".json":
+        fwqtrace.load(path)                              # a trace: fail now if it is not one
+        return RunData(origin=str(path), traces={"measured": path})
+    report = _report_file(path)
+    if report is None:
+        raise StackproofError(f"--run {spec}: neither an FWQ trace nor a ReFrame run report "
+                              f"(looked for {', '.join(REPORT_NAMES)} and run-report-*.json)")
+    try:
+        doc = json.loads(report.read_text())
+    except (OSError, ValueError) as exc:
+        raise StackproofError(f"{report}: not a ReFrame JSON report ({exc})") from None
+    cases = list(_testcases(doc))
+    if not cases:
+        raise StackproofError(f"{report}: no testcases (is this a ReFrame run report?)")
+    stacks = [tc.get("environ") for tc in cases if tc.get("environ")]
+    chosen = stack or (stacks[0] if stacks else None)
+    if stack and stack not in stacks:
+        raise StackproofError(f"{report}: no testcase of stack {stack!r}; stacks here: {', '.join(sorted(set(stacks)))}")
+    data = RunData(origin=str(report), stack=chosen)
+    for tc in cases:
+        if chosen and tc.get("environ") != chosen:
+            continue
+        name = tc.get("display_name") or tc.get("name") or ""
+        params = _params(name)
+        out = Path(tc.get("outputdir") or "")
+        if name.startswith("FWQ") and params.get("signature", "none") == "none" and (out / "fwq.dat").is_file():
+            if tc.get("result", "pass") == "pass":
+                data.traces.setdefault(params.get("profile", "measured"), out / "fwq.dat")
+        elif "osu_latency" in name or name.lower().startswith("netpipe"):
+            for f in sorted(out.glob("*.out")) if out.is_dir() else []:
+                data.curves.append(("netpipe" if name.lower().startswith("netpipe") else "osu", f))
+    if not data.traces:
+        raise StackproofError(f"{report}: no passed FWQ testcase without an injected signature kept its "
+                              f"trace (fwq.dat) for stack {chosen!r}")
+    return data
