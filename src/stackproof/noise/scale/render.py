@@ -38,7 +38,7 @@ def _grouped(doc: dict) -> tuple[list[int], dict]:
 
 
 def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f} %"
+    return "-" if v is None else f"{100 * v + 0.0:.2f} %".replace("-0.00", "0.00")
 
 
 def markdown(doc: dict) -> str:
@@ -64,7 +64,15 @@ def markdown(doc: dict) -> str:
             else:
                 cells.append(_pct(row["slowdown"]))
         lines.append(f"| {_label(key)} | {100 * noise['fraction']:.3f} % | " + " | ".join(cells) + " |")
-    lines += ["", MEANING, ""]
+    lines += ["", MEANING, "",
+              "Time per iteration without noise (us): what each algorithm costs before any noise.", "",
+              "| scenario | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+              "|---|" + "---|" * len(nodes)]
+    for key, by_nodes in groups.items():
+        cells = [f"{by_nodes[n]['quiet_time_us'] / by_nodes[n]['iterations']:.1f}" if n in by_nodes else "-"
+                 for n in nodes]
+        lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -75,6 +83,8 @@ def plot(doc: dict, path: Path) -> Path:
         xs = [n for n in nodes if n in by_nodes]
         ax.plot(xs, [100 * by_nodes[n]["slowdown"] for n in xs], marker="o", label=_label(key))
     ax.set_xscale("log", base=2)
+    ax.set_xticks(nodes, [f"{n:,}" for n in nodes])
+    ax.minorticks_off()
     ax.set_xlabel("nodes")
     ax.set_ylabel("slowdown (%)")
     ax.set_title("Projected slowdown of a bulk-synchronous code (interval "
