@@ -386,11 +386,6 @@ def from_host(name: str = "local", *, smi_output: str | None = None, ignore_pci_
     if save_xml:
         Path(save_xml).write_text(xml_text)
     nt = parse_topology(xml_text, name, "live host", smi_output=smi_output, ignore_pci_gpus=ignore_pci_gpus)
-    numa_mb = sum(n.memory_mb for n in nt.numa)
-    if memtotal_kb // 1024 > 1.02 * numa_mb:
-        print(f"nodetype: the kernel's MemTotal ({memtotal_kb // 1024} MB) exceeds the NUMA nodes' "
-              f"meminfo ({numa_mb} MB, what hwloc records): per-node counters are incomplete on this "
-              f"kernel (lazily initialised memory); memory_mb uses MemTotal", file=sys.stderr)
     nt.source = {"kind": "live-host", "hostname": socket.gethostname(), **nt.source}
     return nt
 
@@ -445,8 +440,14 @@ def _cmd_from_xml(args) -> int:
 
 
 def _cmd_from_host(args) -> int:
-    return _emit(from_host(args.name, smi_output=args.smi_output, ignore_pci_gpus=args.ignore_pci_gpus,
-                           save_xml=args.save_xml), args)
+    nt = from_host(args.name, smi_output=args.smi_output, ignore_pci_gpus=args.ignore_pci_gpus,
+                   save_xml=args.save_xml)
+    numa_mb = sum(n.memory_mb for n in nt.numa)
+    if nt.memory_mb > 1.02 * numa_mb:
+        print(f"nodetype: the kernel's MemTotal ({nt.memory_mb} MB) exceeds the NUMA nodes' meminfo "
+              f"({numa_mb} MB, what hwloc records): this kernel's per-node counters are incomplete "
+              "(lazily initialised memory); memory_mb uses MemTotal", file=sys.stderr)
+    return _emit(nt, args)
 
 
 def _cmd_show(args) -> int:
