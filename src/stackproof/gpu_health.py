@@ -92,6 +92,7 @@ class Output:
     p2p: list[tuple]                                # (src, dst, access, ok, GB/s)
     verdict: str | None                             # PASS | FAIL | None (cut off)
     errors: list[str]
+    count: int = 0                                  # devices the program said it saw
 
 
 _NUM = r"([0-9.]+(?:[eE][+-]?\d+)?)"
@@ -148,6 +149,7 @@ def parse_output(text: str, origin: str = "gpu_health output") -> Output:
                               f"start, or this is not its output)")
     for i in range(count):
         dev(i)
+    out.count = count
     return out
 
 
@@ -157,9 +159,10 @@ COPIES = [("h2d", "pinned"), ("d2h", "pinned"), ("h2d", "pageable"), ("d2h", "pa
 def problems(out: Output, expected_devices: int) -> list[str]:
     """Everything that makes the run unhealthy; empty when every measurement was verified."""
     found = []
-    n = len(out.devices)
-    if n != expected_devices:
-        found.append(f"the job saw {n} GPUs, the partition has {expected_devices}")
+    if out.count != expected_devices:
+        found.append(f"the job saw {out.count} GPUs, the partition has {expected_devices}")
+    if len(out.devices) != out.count:
+        found.append(f"results for {len(out.devices)} GPUs, the program saw {out.count}")
     found += out.errors
     for d in out.devices.values():
         for prec in ("fp64", "fp32"):
