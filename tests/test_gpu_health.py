@@ -161,7 +161,7 @@ def test_local_has_a_gpu_partition_and_dry_run_scripts(h100_env):
     assert (c["system"], c["partition"]) == ("local", "gpu")
     build = open(os.path.join(c["stagedir"], "rfm_build.sh")).read()
     job = open(os.path.join(c["stagedir"], "rfm_job.sh")).read()
-    assert "nvcc -O2 -std=c++17 -arch=sm_90 gpu_health.cu" in build
+    assert "nvcc -O2 -arch=sm_90 gpu_health.cu" in build
     assert "nvidia-smi --query-gpu=index,pci.bus_id,pcie.link.gen.max,pcie.link.width.max" in job
     assert "GPUHealth 256" in job
 

@@ -48,7 +48,7 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
         self.num_devices = gpu.num_devices
         self.num_gpus_per_node = gpu.num_devices
         self.gpu_model = gpu.model or ''
-        self.build_system.cxxflags = ['-O2', '-std=c++17'] + ([f'-arch={gpu.arch}'] if gpu.arch else [])
+        self.build_system.cxxflags = ['-O2'] + ([f'-arch={gpu.arch}'] if gpu.arch else [])
         self.executable_opts = [str(self.copy_mib)]
         self.prerun_cmds = [f'nvidia-smi --query-gpu={LINKS_QUERY} --format=csv,noheader > {LINKS_FILE} '
                             f'|| echo "nvidia-smi unavailable" > {LINKS_FILE}']
