@@ -88,11 +88,18 @@ def main(argv=None):
     return run_checked(cmd, config, args, extra)
 
 
-def gpu_partitions(config, system):
-    """'sys:part' of the partitions with the `gpu` feature this run covers (--system S or S:P)."""
+def gpu_partitions(config, system, extra):
+    """'sys:part' of the partitions with real GPUs (feature `gpu`, not `fakegpu`) this run covers:
+    --system S or S:P, the last one given (ReFrame's rule) when REFRAME ARGS repeat it."""
+    for i, arg in enumerate(extra):
+        if arg == '--system' and i + 1 < len(extra):
+            system = extra[i + 1]
+        elif arg.startswith('--system='):
+            system = arg.split('=', 1)[1]
     name, _, only = system.partition(':')
     return [f"{name}:{p['name']}" for s in config['systems'] if s['name'] == name
-            for p in s['partitions'] if 'gpu' in p.get('features', []) and only in ('', p['name'])]
+            for p in s['partitions'] if 'gpu' in p.get('features', []) and 'fakegpu' not in p.get('features', [])
+            and only in ('', p['name'])]
 
 
 def run_checked(cmd, config, args, extra):
@@ -126,7 +133,7 @@ def run_checked(cmd, config, args, extra):
     narrowed = any(a in ('-n', '--name', '-t', '--tag', '-x', '--exclude') or
                    a.startswith(('--name=', '--tag=', '--exclude=')) for a in extra) or \
         args.tag not in (None, 'acceptance', 'gpu')
-    found = problems(cases, gpu_partitions(config, args.system), skip_reasons(''.join(lines)), narrowed,
+    found = problems(cases, gpu_partitions(config, args.system, extra), skip_reasons(''.join(lines)), narrowed,
                      f"system {args.system} stack {'+'.join(args.stack)}" + (f' tag {args.tag}' if args.tag else ''))
     for problem in found:
         print(f'run.py: error: {problem}', file=sys.stderr)

@@ -121,3 +121,19 @@ def test_verdicts():
     assert "no GPU check was selected" in run_verdict.problems(only_cpu, gpu, {}, False, "X")[0]
     assert run_verdict.problems(only_cpu, gpu, {}, True, "X") == []
     assert run_verdict.problems(only_cpu, [], {}, False, "X") == []
+
+
+def test_run_py_gpu_partitions_real_gpus_only_and_last_system_wins():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("rfm_run", SUITE / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    config = {"systems": [
+        {"name": "testcluster", "partitions": [{"name": "cpu", "features": ["cpu"]},
+                                               {"name": "gpu", "features": ["gpu", "fakegpu"]}]},
+        {"name": "local", "partitions": [{"name": "default", "features": ["cpu"]},
+                                         {"name": "gpu", "features": ["gpu", "cuda"]}]}]}
+    assert run.gpu_partitions(config, "testcluster", []) == []          # fake GPUs cannot run CUDA
+    assert run.gpu_partitions(config, "local", []) == ["local:gpu"]
+    assert run.gpu_partitions(config, "local", ["--system", "local:default"]) == []
+    assert run.gpu_partitions(config, "testcluster", ["--system=local"]) == ["local:gpu"]

@@ -173,12 +173,12 @@ def requested_system(argv=None):
     """The system named by `--system S[:PART]` on the command line (reframe's or run.py's) or by
     RFM_SYSTEM, else None (ReFrame then picks one by hostname)."""
     argv = sys.argv if argv is None else argv
-    for i, arg in enumerate(argv):
-        if arg == '--system' and i + 1 < len(argv):
-            return argv[i + 1].split(':')[0]
-        if arg.startswith('--system='):
-            return arg.split('=', 1)[1].split(':')[0]
     value = os.environ.get('RFM_SYSTEM')
+    for i, arg in enumerate(argv):       # the last one wins, as in ReFrame's option parsing
+        if arg == '--system' and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith('--system='):
+            value = arg.split('=', 1)[1]
     return value.split(':')[0] if value else None
 
 
