@@ -377,14 +377,17 @@ def host_topology_xml() -> str:
 
 def from_host(name: str = "local", *, smi_output: str | None = None, ignore_pci_gpus: bool = False,
               save_xml: str | None = None) -> NodeType:
-    """The live host: lstopo's XML plus the kernel's MemTotal (see _node_memory_mb), parsed
+    """The live host: lstopo's XML plus the kernel's MemTotal (node_memory.node_memory_mb), parsed
     exactly as `from-xml` parses the XML `save_xml` writes, so the two agree on every field."""
     xml_text = host_topology_xml()
     memtotal_kb = node_memory.meminfo_kb()
     if memtotal_kb and MEMTOTAL_INFO not in xml_text:
         xml_text = annotate_memtotal(xml_text, memtotal_kb)
     if save_xml:
-        Path(save_xml).write_text(xml_text)
+        try:
+            Path(save_xml).write_text(xml_text)
+        except OSError as exc:
+            raise StackproofError(f"--save-xml {save_xml}: {exc.strerror}") from None
     nt = parse_topology(xml_text, name, "live host", smi_output=smi_output, ignore_pci_gpus=ignore_pci_gpus)
     nt.source = {"kind": "live-host", "hostname": socket.gethostname(), **nt.source}
     return nt
