@@ -7,13 +7,17 @@
 Checks the system and stack names against the configuration first (ReFrame itself would run zero
 tests for an unknown stack), tags the session with the stack(s) for `--performance-compare`, and
 runs `reframe -C reframe-tests/config/site.py --system S -p '^(STACKS)$' -r`. Exit status is
-ReFrame's. Environment: STACKPROOF_RFM_PREFIX, STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX,
+ReFrame's, except that a run that measured nothing fails (stackproof.run_verdict): 0 test cases
+selected, or a GPU partition whose GPU checks were all skipped. Environment: STACKPROOF_RFM_PREFIX, STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX,
 STACKPROOF_<STACK>_VIEW and the per-benchmark binary variables (docs/acceptance.md).
 """
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +32,7 @@ def load_config():
 
 def stacks_of(config, system):
     for sysconf in config['systems']:
-        if sysconf['name'] == system:
+        if sysconf['name'] == system.split(':')[0]:
             return sorted({env for part in sysconf['partitions'] for env in part['environs']})
     return None
 
@@ -68,6 +72,10 @@ def main(argv=None):
     systems = [s['name'] for s in config['systems']]
     stacks = stacks_of(config, args.system)
     if stacks is None:
+        import partitions
+        why = partitions.UNAVAILABLE.get(args.system)
+        if why:
+            sys.exit(f'run.py: error: system {args.system!r} is not available here: {why}')
         sys.exit(f'run.py: error: unknown system {args.system!r} (known: {", ".join(systems)})')
     unknown = [s for s in args.stack if s not in stacks]
     if unknown:
@@ -77,7 +85,59 @@ def main(argv=None):
     if args.print_command:
         print(' '.join(cmd))
         return 0
-    os.execv(cmd[0], cmd)
+    return run_checked(cmd, config, args, extra)
+
+
+def gpu_partitions(config, system, extra):
+    """'sys:part' of the partitions with real GPUs (feature `gpu`, not `fakegpu`) this run covers:
+    --system S or S:P, the last one given (ReFrame's rule) when REFRAME ARGS repeat it."""
+    for i, arg in enumerate(extra):
+        if arg == '--system' and i + 1 < len(extra):
+            system = extra[i + 1]
+        elif arg.startswith('--system='):
+            system = arg.split('=', 1)[1]
+    name, _, only = system.partition(':')
+    return [f"{name}:{p['name']}" for s in config['systems'] if s['name'] == name
+            for p in s['partitions'] if 'gpu' in p.get('features', []) and 'fakegpu' not in p.get('features', [])
+            and only in ('', p['name'])]
+
+
+def run_checked(cmd, config, args, extra):
+    """Run ReFrame, echoing its output, then fail a run that measured nothing (ReFrame says PASSED
+    when no check was selected or every one was skipped)."""
+    from stackproof.run_verdict import problems, skip_reasons
+    report = next((a.split('=', 1)[1] for a in extra if a.startswith('--report-file=')), None)
+    if report is None and '--report-file' in extra[:-1]:
+        report = extra[extra.index('--report-file') + 1]
+    tmpdir = None
+    if report is None:
+        tmpdir = tempfile.mkdtemp(prefix='stackproof-run-')
+        report = os.path.join(tmpdir, 'report.json')
+        cmd = cmd + ['--report-file', report]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    rc = proc.wait()
+    cases = None
+    if os.path.isfile(report):
+        try:
+            with open(report) as fh:
+                cases = [tc for run in json.load(fh).get('runs', []) for tc in run.get('testcases', [])]
+        except (OSError, ValueError, AttributeError) as exc:
+            print(f'run.py: error: cannot read the ReFrame report {report}: {exc}', file=sys.stderr)
+            return rc or 1
+    if tmpdir:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    narrowed = any(a in ('-n', '--name', '-t', '--tag', '-x', '--exclude') or
+                   a.startswith(('--name=', '--tag=', '--exclude=')) for a in extra) or \
+        args.tag not in (None, 'acceptance', 'gpu')
+    found = problems(cases, gpu_partitions(config, args.system, extra), skip_reasons(''.join(lines)), narrowed,
+                     f"system {args.system} stack {'+'.join(args.stack)}" + (f' tag {args.tag}' if args.tag else ''))
+    for problem in found:
+        print(f'run.py: error: {problem}', file=sys.stderr)
+    return rc or (1 if found else 0)
 
 
 if __name__ == '__main__':

@@ -172,6 +172,76 @@ static void find_uuid(hwloc_obj_t obj, char *out, size_t size)
   }
 }
 
+/* A PCI display/3D controller of a GPU vendor (class 0300, 0302 or 0380; NVIDIA,
+ * AMD, or Intel with class 0380) whose driver backend hwloc did not load: no compute
+ * OS device below it, at most DRM devices. Debian's and Ubuntu's hwloc are built
+ * without NVML, so their topologies show an H100 exactly like this. */
+static int pci_gpu_without_backend(hwloc_obj_t pci)
+{
+  unsigned cls = pci->attr->pcidev.class_id, vendor = pci->attr->pcidev.vendor_id;
+  hwloc_obj_t child;
+  if (cls != 0x0300 && cls != 0x0302 && cls != 0x0380)
+    return 0;
+  if (vendor != 0x10de && vendor != 0x1002 && !(vendor == 0x8086 && cls == 0x0380))
+    return 0;
+  for (child = pci->io_first_child; child != NULL; child = child->next_sibling) {
+    const char *n = child->name ? child->name : "";
+    if (child->type != HWLOC_OBJ_OS_DEVICE)
+      continue;
+    if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU &&
+        (strncmp(n, "card", 4) == 0 || strncmp(n, "renderD", 7) == 0 ||
+         strncmp(n, "controlD", 8) == 0))
+      continue;   /* DRM: present without any compute backend */
+    return 0;     /* NVML, RSMI, CUDA, OpenCL, Level Zero...: hwloc knows this GPU */
+  }
+  return 1;
+}
+
+static int by_pci_bus(const void *a, const void *b)
+{
+  const struct hwloc_pcidev_attr_s *x = &(*(const hwloc_obj_t *)a)->attr->pcidev;
+  const struct hwloc_pcidev_attr_s *y = &(*(const hwloc_obj_t *)b)->attr->pcidev;
+  unsigned long kx = ((unsigned long)x->domain << 24) | (x->bus << 16) | (x->dev << 8) | x->func;
+  unsigned long ky = ((unsigned long)y->domain << 24) | (y->bus << 16) | (y->dev << 8) | y->func;
+  return (kx > ky) - (kx < ky);
+}
+
+/* GPUs from PCI alone, used only when no GPU OS device exists at all: ids follow PCI
+ * bus order per vendor, which is the order of NVML (nvidia-smi) and ROCm SMI. */
+static int pci_fallback_gpus(hwloc_topology_t topo, hwloc_bitmap_t allowed_set, struct gpu **out)
+{
+  int npci = 0, n = 0, i, j;
+  hwloc_obj_t obj = NULL, *list;
+  while ((obj = hwloc_get_next_pcidev(topo, obj)) != NULL)
+    npci++;
+  list = calloc(npci > 0 ? npci : 1, sizeof(*list));
+  npci = 0;
+  while ((obj = hwloc_get_next_pcidev(topo, obj)) != NULL)
+    if (pci_gpu_without_backend(obj))
+      list[npci++] = obj;
+  qsort(list, npci, sizeof(*list), by_pci_bus);
+  *out = calloc(npci > 0 ? npci : 1, sizeof(**out));
+  for (i = 0; i < npci; i++) {
+    hwloc_obj_t pci = list[i];
+    int smi = 0;
+    for (j = 0; j < i; j++)
+      smi += list[j]->attr->pcidev.vendor_id == pci->attr->pcidev.vendor_id;
+    if (allowed_set && !hwloc_bitmap_isset(allowed_set, (unsigned)smi))
+      continue;
+    struct gpu *g = &(*out)[n++];
+    g->ancestor = hwloc_get_non_io_ancestor_obj(topo, pci);
+    g->smi = smi;
+    g->vendor_id = pci->attr->pcidev.vendor_id;
+    snprintf(g->pci, sizeof(g->pci), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
+             pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    snprintf(g->name, sizeof(g->name), "pci%s", g->pci);
+    snprintf(g->smi_str, sizeof(g->smi_str), "%d", g->smi);
+    g->uuid[0] = '\0';
+  }
+  free(list);
+  return n;
+}
+
 int topo_discover_gpus(hwloc_topology_t topo, const char *allowed, struct gpu **out)
 {
   int n = 0, cap = 0;
@@ -208,6 +278,10 @@ int topo_discover_gpus(hwloc_topology_t topo, const char *allowed, struct gpu **
     snprintf(g->smi_str, sizeof(g->smi_str), "%d", g->smi);
     find_uuid(obj, g->uuid, sizeof(g->uuid));
     n++;
+  }
+  if (n == 0) {
+    free(gpus);
+    n = pci_fallback_gpus(topo, allowed_set, &gpus);
   }
   if (allowed_set)
     hwloc_bitmap_free(allowed_set);

@@ -279,10 +279,42 @@ static void test_shared(const char *shared)
   if (mpibind_open_topology(&t, path, err, sizeof(err)) == 0) {
     h = map(t, 4, 0, 0, -1);
     CHECK(mpibind(h) == 0, "%s", mpibind_errmsg(h));
-    CHECK(mpibind_get_num_gpus(h) == 0, "DRM devices counted as GPUs: %d",
+    /* The V100s have only DRM devices (card1, renderD128): those are not GPUs, but
+     * the PCI 3D controllers below them are, found by the PCI fallback in bus order. */
+    CHECK(mpibind_get_num_gpus(h) == 4, "V100s behind DRM devices: %d GPUs, expected 4",
           mpibind_get_num_gpus(h));
     CHECK(mpibind_get_num_numas(h) == 2, "GPU-memory NUMA nodes used: %d",
           mpibind_get_num_numas(h));
+    mpibind_finalize(h);
+    mpibind_close_topology(t);
+  }
+}
+
+/* Debian's hwloc (no NVML) shows the H100 as a bare PCI 3D controller; hwloc with
+ * NVML shows nvml0 below it. Both must give the same GPU, id and PCI bus id. */
+static void test_pci_only_gpu(const char *shared)
+{
+  const char *files[] = {"device__h100-no-nvml.xml", "device__h100-nvml.xml"};
+  char path[1024], err[256];
+  int k;
+  for (k = 0; k < 2; k++) {
+    hwloc_topology_t t;
+    snprintf(path, sizeof(path), "%s/topologies/%s", shared, files[k]);
+    if (mpibind_open_topology(&t, path, err, sizeof(err)) != 0)
+      continue;
+    mpibind_t *h = map(t, 2, 0, 0, -1);
+    CHECK(mpibind(h) == 0, "%s", mpibind_errmsg(h));
+    CHECK(mpibind_get_num_gpus(h) == 1, "%s: %d GPUs, expected the H100", files[k],
+          mpibind_get_num_gpus(h));
+    int ngpus = 0;
+    mpibind_set_gpu_ids(h, MPIBIND_ID_PCIBUS);
+    char **ids = mpibind_get_gpus_ptask(h, 1, &ngpus);
+    CHECK(ngpus == 1 && strcmp(ids[0], "0000:00:06.0") == 0, "%s: task 1 GPU %s", files[k],
+          ngpus ? ids[0] : "none");
+    mpibind_set_gpu_ids(h, MPIBIND_ID_SMI);
+    ids = mpibind_get_gpus_ptask(h, 0, &ngpus);
+    CHECK(ngpus == 1 && strcmp(ids[0], "0") == 0, "%s: task 0 SMI id %s", files[k],
+          ngpus ? ids[0] : "none");
     mpibind_finalize(h);
     mpibind_close_topology(t);
   }
@@ -297,6 +329,8 @@ int main(int argc, char **argv)
   test_options();
   if (argc > 1)
     test_shared(argv[1]);
+  if (argc > 1)
+    test_pci_only_gpu(argv[1]);
   printf("unit: %d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -10,9 +10,12 @@ for a workstation with Debian's Open MPI). A stack's binaries come from its Spac
 and per-benchmark overrides (OSU_BIN_DIR, AMG_BIN, AMG2023_BIN, SW4_BIN; see docs/acceptance.md).
 """
 import os
+import sys
 
 from stackproof.cpulist import format_mask
-from stackproof.nodetype import NodeType
+from stackproof.errors import StackproofError
+from stackproof.gpu_health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
+from stackproof.nodetype import NodeType, load
 
 STACKS = ('commodity', 'vendor', 'laptop')
 
@@ -24,25 +27,12 @@ VIEW_DEFAULTS = {
     'laptop': {'cpu': '/opt/stackproof/views/laptop', 'gpu': '/opt/stackproof/views/laptop'},
 }
 
-# CUDA compute capability by GPU generation: what nvcc -arch needs. A naming fact of NVIDIA's
-# product line, not a node fact (the node type holds the model string it is looked up with).
-CUDA_ARCH = {'H100': 'sm_90', 'H200': 'sm_90', 'GH200': 'sm_90', 'A100': 'sm_80', 'A30': 'sm_80',
-             'V100': 'sm_70', 'P100': 'sm_60', 'T4': 'sm_75', 'L40': 'sm_89'}
-
-
 def view_var(stack):
     return f'STACKPROOF_{stack.upper()}_VIEW'
 
 
 def stack_view(stack, kind):
     return os.environ.get(view_var(stack)) or VIEW_DEFAULTS[stack][kind]
-
-
-def cuda_arch(model):
-    for key, arch in sorted(CUDA_ARCH.items(), key=lambda kv: -len(kv[0])):
-        if key in model:
-            return arch
-    return None
 
 
 def _hexmask(cpus):
@@ -172,3 +162,53 @@ def topology_file(nt: NodeType):
     name = (nt.source or {}).get('file')
     path = shared_dir() / 'topologies' / name if name else None
     return str(path) if path and path.is_file() else None
+
+
+# ---- which systems this configuration declares -------------------------------------------------------
+#: systems left out of this configuration, and why (run.py reports it when one is asked for)
+UNAVAILABLE = {}
+
+
+def requested_system(argv=None):
+    """The system named by `--system S[:PART]` on the command line (reframe's or run.py's) or by
+    RFM_SYSTEM, else None (ReFrame then picks one by hostname)."""
+    argv = sys.argv if argv is None else argv
+    value = os.environ.get('RFM_SYSTEM')
+    for i, arg in enumerate(argv):       # the last one wins, as in ReFrame's option parsing
+        if arg == '--system' and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith('--system='):
+            value = arg.split('=', 1)[1]
+    return value.split(':')[0] if value else None
+
+
+def nodetype_for(system, name):
+    """The node type `name` for `system`, read only when this run may use that system: when another
+    system is requested on the command line nothing is read (so a Slurm site's login node needs
+    no lstopo for the `local` node type). None when not needed or unavailable; the reason is kept
+    in UNAVAILABLE."""
+    wanted = requested_system()
+    if wanted is not None and wanted != system:
+        UNAVAILABLE[system] = f'not loaded: --system {wanted} was requested'
+        return None
+    try:
+        return load(name)
+    except StackproofError as exc:
+        UNAVAILABLE[system] = f'node type {name!r} unavailable: {exc}'
+        return None
+
+
+def testcluster_fake_gpus(run_dir):
+    """Fake GPUs per node of the test cluster in `run_dir`: $STACKPROOF_FAKE_GPUS, else what its
+    cluster.json says (`stackproof cluster up --fake-gpus N`), else 0: no gpu partition, so
+    third-party `valid_systems=['*']` checks are not sent to a Slurm partition that is not there."""
+    value = os.environ.get('STACKPROOF_FAKE_GPUS')
+    if value not in (None, ''):
+        return int(value)
+    import json
+    try:
+        with open(os.path.join(run_dir, 'cluster.json')) as fh:
+            state = json.load(fh)
+        return int(state.get('settings', {}).get('fake_gpus') or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0

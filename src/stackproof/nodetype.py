@@ -30,6 +30,9 @@ import yaml
 
 from .cpulist import format_list, parse_hwloc_bitmap, parse_list
 from .errors import StackproofError
+from .gpu_discovery import fill_from_vendor_tools, pci_gpus_without_backend
+from . import node_memory
+from .node_memory import MEMTOTAL_INFO, NUMA_SUM, annotate_memtotal, node_memory_mb
 from .yamlfile import read_yaml
 from .paths import nodetypes_dir
 
@@ -218,8 +221,11 @@ def _cpuset(elem: ET.Element, complete: bool = False) -> set[int]:
     return parse_hwloc_bitmap(text) if text else set()
 
 
-def parse_topology(xml_text: str, name: str, origin: str) -> NodeType:
-    """Derive a node type from hwloc XML (format 1.x or 2.x)."""
+def parse_topology(xml_text: str, name: str, origin: str, *, smi_output: str | None = None,
+                   ignore_pci_gpus: bool = False) -> NodeType:
+    """Derive a node type from hwloc XML (format 1.x or 2.x). GPUs hwloc shows only as PCI
+    devices are filled from the vendor tool (or its recorded output `smi_output`), unless
+    `ignore_pci_gpus` (then they are left out, and the node type says so in `source`)."""
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -230,12 +236,13 @@ def parse_topology(xml_text: str, name: str, origin: str) -> NodeType:
     if machine is None or machine.get("type") != "Machine":
         raise StackproofError(f"{origin}: hwloc XML has no Machine object")
     try:
-        return _parse_machine(machine, name, origin)
+        return _parse_machine(machine, name, origin, smi_output, ignore_pci_gpus)
     except ValueError as exc:
         raise StackproofError(f"{origin}: malformed topology XML: {exc}") from None
 
 
-def _parse_machine(machine: ET.Element, name: str, origin: str) -> NodeType:
+def _parse_machine(machine: ET.Element, name: str, origin: str, smi_output: str | None = None,
+                   ignore_pci_gpus: bool = False) -> NodeType:
     parent = {child: elem for elem in machine.iter() for child in elem}
     objects = list(machine.iter("object"))
 
@@ -268,19 +275,41 @@ def _parse_machine(machine: ET.Element, name: str, origin: str) -> NodeType:
             numa.append(Numa(int(o.get("os_index", len(numa))), cpus,
                              int(o.get("local_memory", "0")) // (1024 * 1024)))
     numa.sort(key=lambda n: n.os_index)
-    # CPU-less NUMA nodes (coherent GPU memory on POWER9) are not memory Slurm can give to jobs.
-    memory_mb = (sum(n.memory_mb for n in numa if n.cpus)
-                 or int(machine.get("local_memory", "0")) // (1024 * 1024))
+    memory_mb, memory_source = node_memory_mb(machine, numa)
 
     gpus = _parse_gpus(objects, parent)
+    source = {"memory": memory_source} if memory_source != NUMA_SUM else {}
+    pci_only = pci_gpus_without_backend(objects)
+    if pci_only and not gpus and ignore_pci_gpus:
+        source["gpus"] = f"{len(pci_only)} PCI-only GPU(s) left out (--ignore-pci-gpus)"
+    elif pci_only and not gpus:
+        records, tool = fill_from_vendor_tools(pci_only, origin, smi_output)
+        for g in pci_only:
+            rec = records[g.bus_id]
+            gpus.append(Gpu(rec.index, g.vendor, rec.model, g.bus_id, _numa_of(g.element, parent), rec.uuid))
+        gpus.sort(key=lambda g: g.index)
+        source["gpus"] = f"PCI devices of the topology, identified by {tool}"
+        print(f"nodetype: {origin}: hwloc shows {len(pci_only)} GPU(s) only as PCI devices "
+              f"({', '.join(g.bus_id for g in pci_only)}); model, index and UUID taken from {tool}, "
+              "matched by PCI bus id", file=sys.stderr)
     pkg0 = packages[0] if packages else machine
     cpu_model = (_info(pkg0, "CPUModel") or _info(machine, "CPUModel") or "unknown").strip()
     arch = _info(machine, "Architecture") or "unknown"
     nt = NodeType(name=name, arch=arch, cpu_model=cpu_model, sockets=sockets, numa=numa, gpus=gpus,
                   memory_mb=memory_mb, unavailable_cpus=unavailable,
-                  corespec=default_corespec(len(sockets[0])))
+                  corespec=default_corespec(len(sockets[0])), source=source)
     nt.validate(origin)
     return nt
+
+
+def _numa_of(elem: ET.Element, parent: dict) -> list[int]:
+    """NUMA os indexes local to an I/O object: the nodeset of its first non-I/O ancestor."""
+    anc = parent.get(elem)
+    while anc is not None:
+        if anc.get("nodeset"):
+            return sorted(parse_hwloc_bitmap(anc.get("nodeset")))
+        anc = parent.get(anc)
+    return []
 
 
 def _parse_gpus(objects: list[ET.Element], parent: dict) -> list[Gpu]:
@@ -323,13 +352,16 @@ def _parse_gpus(objects: list[ET.Element], parent: dict) -> list[Gpu]:
 
 # ---- sources ---------------------------------------------------------------------------------------
 
-def from_xml(path: str | Path, name: str | None = None) -> NodeType:
+def from_xml(path: str | Path, name: str | None = None, *, smi_output: str | None = None,
+             ignore_pci_gpus: bool = False) -> NodeType:
     path = Path(path)
     if not path.is_file():
         raise StackproofError(f"topology file not found: {path}")
     data = path.read_bytes()
-    nt = parse_topology(data.decode("utf-8", errors="replace"), name or path.stem, str(path))
-    nt.source = {"kind": "hwloc-xml", "file": path.name, "sha256": hashlib.sha256(data).hexdigest()}
+    nt = parse_topology(data.decode("utf-8", errors="replace"), name or path.stem, str(path),
+                        smi_output=smi_output, ignore_pci_gpus=ignore_pci_gpus)
+    nt.source = {"kind": "hwloc-xml", "file": path.name, "sha256": hashlib.sha256(data).hexdigest(),
+                 **nt.source}
     return nt
 
 
@@ -343,20 +375,21 @@ def host_topology_xml() -> str:
     return proc.stdout
 
 
-def _meminfo_mb() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    return 0
-
-
-def from_host(name: str = "local") -> NodeType:
-    nt = parse_topology(host_topology_xml(), name, "live host")
-    # hwloc reads NUMA memory from sysfs, which misses memory hot-plugged into some VMs;
-    # slurmd uses the page count, so take the larger of the two.
-    nt.memory_mb = max(nt.memory_mb, _meminfo_mb())
-    nt.source = {"kind": "live-host", "hostname": socket.gethostname()}
+def from_host(name: str = "local", *, smi_output: str | None = None, ignore_pci_gpus: bool = False,
+              save_xml: str | None = None) -> NodeType:
+    """The live host: lstopo's XML plus the kernel's MemTotal (node_memory.node_memory_mb), parsed
+    exactly as `from-xml` parses the XML `save_xml` writes, so the two agree on every field."""
+    xml_text = host_topology_xml()
+    memtotal_kb = node_memory.meminfo_kb()
+    if memtotal_kb and MEMTOTAL_INFO not in xml_text:
+        xml_text = annotate_memtotal(xml_text, memtotal_kb)
+    if save_xml:
+        try:
+            Path(save_xml).write_text(xml_text)
+        except OSError as exc:
+            raise StackproofError(f"--save-xml {save_xml}: {exc.strerror}") from None
+    nt = parse_topology(xml_text, name, "live host", smi_output=smi_output, ignore_pci_gpus=ignore_pci_gpus)
+    nt.source = {"kind": "live-host", "hostname": socket.gethostname(), **nt.source}
     return nt
 
 
@@ -405,11 +438,19 @@ def _emit(nt: NodeType, args) -> int:
 
 
 def _cmd_from_xml(args) -> int:
-    return _emit(from_xml(args.file, args.name), args)
+    return _emit(from_xml(args.file, args.name, smi_output=args.smi_output,
+                          ignore_pci_gpus=args.ignore_pci_gpus), args)
 
 
 def _cmd_from_host(args) -> int:
-    return _emit(from_host(args.name), args)
+    nt = from_host(args.name, smi_output=args.smi_output, ignore_pci_gpus=args.ignore_pci_gpus,
+                   save_xml=args.save_xml)
+    numa_mb = sum(n.memory_mb for n in nt.numa)
+    if nt.memory_mb > 1.02 * numa_mb:
+        print(f"nodetype: the kernel's MemTotal ({nt.memory_mb} MB) exceeds the NUMA nodes' meminfo "
+              f"({numa_mb} MB, what hwloc records): this kernel's per-node counters are incomplete "
+              "(lazily initialised memory); memory_mb uses MemTotal", file=sys.stderr)
+    return _emit(nt, args)
 
 
 def _cmd_show(args) -> int:
@@ -434,6 +475,12 @@ def register(sub) -> None:
         q.add_argument("-o", "--output", help="write the YAML here instead of stdout")
         q.add_argument("--k", type=int, help="system cores per socket for core specialization")
         q.add_argument("--position", choices=["first", "last"], help="which cores of each socket are system cores")
+        q.add_argument("--smi-output", metavar="FILE",
+                       help="recorded `nvidia-smi -q` (or `rocm-smi --showproductname --showbus --showuniqueid "
+                            "--json`) output identifying GPUs hwloc shows only as PCI devices "
+                            "(default: run the tool on PATH)")
+        q.add_argument("--ignore-pci-gpus", action="store_true",
+                       help="leave out GPUs hwloc shows only as PCI devices instead of failing")
 
     q = nsub.add_parser("from-xml", help="node type from an hwloc XML file")
     q.add_argument("file")
@@ -442,6 +489,9 @@ def register(sub) -> None:
     q.set_defaults(func=_cmd_from_xml)
     q = nsub.add_parser("from-host", help="node type of this machine (via lstopo)")
     q.add_argument("--name", default="local")
+    q.add_argument("--save-xml", metavar="FILE",
+                   help="also write the topology used (lstopo's XML plus the kernel's MemTotal); "
+                        "`from-xml FILE` gives the same node type")
     common(q)
     q.set_defaults(func=_cmd_from_host)
     q = nsub.add_parser("show", help="one-line summary of a node type")

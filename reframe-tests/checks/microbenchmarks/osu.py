@@ -18,6 +18,7 @@ from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError         # noqa: E402
 
+from stackproof.cuda_aware import cuda_aware           # noqa: E402
 from stackproof_rfm import StackproofMixin              # noqa: E402
 
 # buffer kind -> (collective options, point-to-point positional buffer arguments)
@@ -79,6 +80,14 @@ class OSUBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
         if self.buffers != 'host':
             gpus = self.current_partition.select_devices('gpu')
             self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
+
+    @run_after('setup')
+    def need_cuda_aware_mpi(self):
+        """Device and managed buffers run only when the stack's MPI is CUDA-aware; else skip saying why."""
+        if self.buffers == 'host' or self.is_dry_run():
+            return
+        aware, why = cuda_aware(self.stack, os.path.join(self.stack_view, 'bin'))
+        self.skip_if(not aware, why)
 
     def expected_max_size(self):
         if self.benchmark in COLLECTIVES and '-m' in self.collective_opts:

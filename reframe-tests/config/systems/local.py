@@ -1,12 +1,22 @@
-"""`local`: this machine (laptop, CI runner). Local scheduler, mpirun launcher, one partition
-derived from the live host's node type. Matches any hostname, so it is the fallback system."""
-from stackproof.nodetype import load
+"""`local`: this machine (laptop, GPU workstation, single GPU node, CI runner). Local scheduler,
+mpirun launcher. Partition `default` (CPU jobs) always, and `gpu` when the node type has GPUs, so a
+GPU node without Slurm has a GPU path. Matches any hostname, so it is the fallback system.
 
-from partitions import default_prefix, partition, system
+The node type is $STACKPROOF_LOCAL_NODETYPE (a name or a YAML path), else
+slurm-conf/nodetypes/local.yaml when present, else derived from the live host
+(lstopo), and only read when this run may use `local` (see partitions.nodetype_for): a Slurm
+site's login node without lstopo loads the configuration for its own system."""
+import os
 
-nt = load('local')
+from partitions import default_prefix, nodetype_for, partition, system
 
-site_configuration = system(
-    'local', descr='This machine: local scheduler, mpirun', hostnames=['.*'], prefix=default_prefix(),
-    partitions=[partition(nt, 'default', descr='the local host', scheduler='local', launcher='mpirun',
-                          features=['local', 'mpirun'], max_jobs=1, nodes=1)])
+nt = nodetype_for('local', os.environ.get('STACKPROOF_LOCAL_NODETYPE') or 'local')
+site_configuration = {}
+if nt is not None:
+    local = dict(scheduler='local', launcher='mpirun', max_jobs=1, nodes=1)
+    parts = [partition(nt, 'default', descr='the local host', features=['local', 'mpirun'], use_gpus=False,
+                       **local)]
+    if nt.gpus:
+        parts.append(partition(nt, 'gpu', descr="the local host's GPUs", features=['local', 'mpirun'], **local))
+    site_configuration = system('local', descr='This machine: local scheduler, mpirun', hostnames=['.*'],
+                                prefix=default_prefix(), partitions=parts)

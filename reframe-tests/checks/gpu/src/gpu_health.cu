@@ -1,16 +1,29 @@
-// GPU health beyond a device query: on every GPU a kernel computes y = a*x + y and the result is
-// checked on the host; between every ordered pair of GPUs a buffer is copied (peer-to-peer when the
-// pair supports it, staged by the driver otherwise), checked, and its bandwidth reported.
-// Output lines (parsed by gpu_health.py):
-//   gpu_health: devices N
-//   kernel device D ok|FAIL max_error E
-//   copy S->D p2p yes|no ok|FAIL GB/s X
+// GPU health that measures: on every GPU a verified FMA loop in FP64 and FP32 (achieved GFLOP/s),
+// host<->device copies from pinned and pageable memory, a device-to-device copy, every ordered GPU
+// pair (peer-to-peer where supported), and a host thread that migrates over every allowed CPU
+// while the GPU's context is live (the paper: deviceQuery passed while threadMigration failed).
+// Every result is checked on the host; nothing unverified is reported as ok.
+//
+// Output (parsed by src/stackproof/gpu_health.py; keep in step with it):
+//   gpu_health: version 2 devices N
+//   device D pci BUSID sms S name NAME...
+//   fma D fp64|fp32 ok|FAIL gflops X iterations N
+//   copy D h2d|d2h pinned|pageable ok|FAIL GB/s X
+//   copy D d2d device ok|FAIL GB/s X            (read + write bytes per second, as HBM is rated)
+//   p2p S D access yes|no ok|FAIL GB/s X
+//   migrate D cpus N visited V ok|FAIL
 //   gpu_health: PASS|FAIL
 #include <cuda_runtime.h>
-#include <cmath>
+#include <sched.h>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <vector>
+
+static bool g_ok = true;
 
 #define CHECK(call)                                                                            \
     do {                                                                                       \
@@ -23,46 +36,168 @@
         }                                                                                      \
     } while (0)
 
-__global__ void saxpy(int n, float a, const float *x, float *y)
+// ---- FMA throughput -------------------------------------------------------------------------------
+// Eight independent chains x = x * a + b per thread. a = 1 and b = 0.5 arrive as arguments, so the
+// compiler must emit real FMAs, and every chain ends exactly at x0 + n * b (all values are
+// multiples of 0.5 well below 2^23): the host checks each thread's sum bit for bit.
+constexpr int CHAINS = 8;
+
+template <typename T>
+__global__ void fma_loop(T a, T b, long n, T *out)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        y[i] = a * x[i] + y[i];
+    int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    T x[CHAINS];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c)
+        x[c] = static_cast<T>((tid + c) % 1024);
+#pragma unroll 4
+    for (long i = 0; i < n; ++i) {
+#pragma unroll
+        for (int c = 0; c < CHAINS; ++c)
+            x[c] = x[c] * a + b;
+    }
+    T sum = 0;
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c)
+        sum += x[c];
+    out[tid] = sum;
 }
 
-static bool check_kernel(int dev, int n)
+template <typename T>
+static float time_fma(int blocks, int threads, long n, T *d_out)
 {
-    CHECK(cudaSetDevice(dev));
-    std::vector<float> x(n), y(n);
-    for (int i = 0; i < n; ++i) {
-        x[i] = static_cast<float>(i % 1000) * 0.5f;
-        y[i] = static_cast<float>(i % 7);
-    }
-    float *dx, *dy;
-    CHECK(cudaMalloc(&dx, n * sizeof(float)));
-    CHECK(cudaMalloc(&dy, n * sizeof(float)));
-    CHECK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    saxpy<<<(n + 255) / 256, 256>>>(n, 2.0f, dx, dy);
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
+    CHECK(cudaEventRecord(t0));
+    fma_loop<T><<<blocks, threads>>>(static_cast<T>(1), static_cast<T>(0.5), n, d_out);
     CHECK(cudaGetLastError());
-    CHECK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
-    double max_err = 0.0;
-    for (int i = 0; i < n; ++i) {
-        double want = 2.0 * (i % 1000) * 0.5 + (i % 7);
-        max_err = std::fmax(max_err, std::fabs(y[i] - want));
-    }
-    CHECK(cudaFree(dx));
-    CHECK(cudaFree(dy));
-    bool ok = max_err == 0.0;
-    std::printf("kernel device %d %s max_error %g\n", dev, ok ? "ok" : "FAIL", max_err);
-    return ok;
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CHECK(cudaEventDestroy(t0));
+    CHECK(cudaEventDestroy(t1));
+    return ms;
 }
 
-static bool check_copy(int src, int dst, size_t bytes)
+template <typename T>
+static void check_fma(int dev, const char *label)
 {
-    int p2p = 0;
-    CHECK(cudaDeviceCanAccessPeer(&p2p, dst, src));
-    if (p2p) {
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, dev));
+    const int threads = 256;
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fma_loop<T>, threads, 0));
+    int blocks = prop.multiProcessorCount * std::max(per_sm, 1);
+    long total = static_cast<long>(blocks) * threads;
+    T *d_out;
+    CHECK(cudaMalloc(&d_out, total * sizeof(T)));
+    // Calibrate: about 0.2 s per measurement, at most 2^20 iterations (exactness bound above).
+    long n = 4096;
+    float ms = time_fma<T>(blocks, threads, n, d_out);
+    n = std::min(1L << 20, std::max(4096L, static_cast<long>(n * (200.0 / std::max(ms, 0.01f)))));
+    ms = time_fma<T>(blocks, threads, n, d_out);
+    std::vector<T> out(total);
+    CHECK(cudaMemcpy(out.data(), d_out, total * sizeof(T), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(d_out));
+    bool ok = true;
+    for (long t = 0; t < total && ok; ++t) {
+        double want = 0;
+        for (int c = 0; c < CHAINS; ++c)
+            want += (t + c) % 1024 + 0.5 * n;
+        ok = static_cast<double>(out[t]) == want;
+    }
+    double gflops = ms > 0 ? 2.0 * CHAINS * n * static_cast<double>(total) / (ms * 1e-3) / 1e9 : 0.0;
+    std::printf("fma %d %s %s gflops %.1f iterations %ld\n", dev, label, ok ? "ok" : "FAIL", gflops, n);
+    g_ok &= ok;
+}
+
+// ---- copies -----------------------------------------------------------------------------------------
+static void fill(unsigned *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; ++i)
+        p[i] = static_cast<unsigned>(i * 2654435761u) ^ seed;
+}
+
+static bool same(const unsigned *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; ++i)
+        if (p[i] != (static_cast<unsigned>(i * 2654435761u) ^ seed))
+            return false;
+    return true;
+}
+
+static double timed_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int reps)
+{
+    CHECK(cudaMemcpy(dst, src, bytes, kind));   // warm-up (page faults, mappings)
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
+    CHECK(cudaEventRecord(t0));
+    for (int r = 0; r < reps; ++r)
+        CHECK(cudaMemcpy(dst, src, bytes, kind));
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CHECK(cudaEventDestroy(t0));
+    CHECK(cudaEventDestroy(t1));
+    return ms > 0 ? reps * static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
+}
+
+static void report_copy(int dev, const char *what, const char *mem, bool ok, double gbs)
+{
+    std::printf("copy %d %s %s %s GB/s %.2f\n", dev, what, mem, ok ? "ok" : "FAIL", gbs);
+    g_ok &= ok;
+}
+
+static void check_copies(int dev, size_t bytes)
+{
+    const int reps = 10;
+    size_t n = bytes / sizeof(unsigned);
+    unsigned *pinned, *d_a, *d_b;
+    CHECK(cudaMallocHost(&pinned, bytes));
+    std::vector<unsigned> pageable(n);
+    CHECK(cudaMalloc(&d_a, bytes));
+    CHECK(cudaMalloc(&d_b, bytes));
+
+    fill(pinned, n, 11u + dev);
+    double gbs = timed_copy(d_a, pinned, bytes, cudaMemcpyHostToDevice, reps);
+    std::memset(pinned, 0, bytes);
+    CHECK(cudaMemcpy(pinned, d_a, bytes, cudaMemcpyDeviceToHost));
+    report_copy(dev, "h2d", "pinned", same(pinned, n, 11u + dev), gbs);
+
+    fill(pageable.data(), n, 23u + dev);
+    gbs = timed_copy(d_a, pageable.data(), bytes, cudaMemcpyHostToDevice, reps);
+    std::fill(pageable.begin(), pageable.end(), 0u);
+    CHECK(cudaMemcpy(pageable.data(), d_a, bytes, cudaMemcpyDeviceToHost));
+    report_copy(dev, "h2d", "pageable", same(pageable.data(), n, 23u + dev), gbs);
+
+    // d_a holds pattern 23: device-to-device, then both directions back to the host
+    gbs = timed_copy(d_b, d_a, bytes, cudaMemcpyDeviceToDevice, reps);
+    std::memset(pinned, 0, bytes);
+    CHECK(cudaMemcpy(pinned, d_b, bytes, cudaMemcpyDeviceToHost));
+    report_copy(dev, "d2d", "device", same(pinned, n, 23u + dev), 2.0 * gbs);
+
+    std::memset(pinned, 0, bytes);
+    gbs = timed_copy(pinned, d_b, bytes, cudaMemcpyDeviceToHost, reps);
+    report_copy(dev, "d2h", "pinned", same(pinned, n, 23u + dev), gbs);
+
+    std::fill(pageable.begin(), pageable.end(), 0u);
+    gbs = timed_copy(pageable.data(), d_b, bytes, cudaMemcpyDeviceToHost, reps);
+    report_copy(dev, "d2h", "pageable", same(pageable.data(), n, 23u + dev), gbs);
+
+    CHECK(cudaFree(d_a));
+    CHECK(cudaFree(d_b));
+    CHECK(cudaFreeHost(pinned));
+}
+
+static void check_p2p(int src, int dst, size_t bytes)
+{
+    int access = 0;
+    CHECK(cudaDeviceCanAccessPeer(&access, dst, src));
+    if (access) {
         CHECK(cudaSetDevice(dst));
         cudaError_t err = cudaDeviceEnablePeerAccess(src, 0);
         if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
@@ -71,8 +206,7 @@ static bool check_copy(int src, int dst, size_t bytes)
     }
     size_t n = bytes / sizeof(unsigned);
     std::vector<unsigned> host(n);
-    for (size_t i = 0; i < n; ++i)
-        host[i] = static_cast<unsigned>(i * 2654435761u) ^ (src * 131u + dst);
+    fill(host.data(), n, src * 131u + dst);
     unsigned *a, *b;
     CHECK(cudaSetDevice(src));
     CHECK(cudaMalloc(&a, bytes));
@@ -80,6 +214,7 @@ static bool check_copy(int src, int dst, size_t bytes)
     CHECK(cudaSetDevice(dst));
     CHECK(cudaMalloc(&b, bytes));
     CHECK(cudaMemset(b, 0, bytes));
+    CHECK(cudaMemcpyPeer(b, dst, a, src, bytes));   // warm-up
     cudaEvent_t t0, t1;
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
@@ -91,32 +226,119 @@ static bool check_copy(int src, int dst, size_t bytes)
     CHECK(cudaEventSynchronize(t1));
     float ms = 0;
     CHECK(cudaEventElapsedTime(&ms, t0, t1));
-    std::vector<unsigned> back(n);
-    CHECK(cudaMemcpy(back.data(), b, bytes, cudaMemcpyDeviceToHost));
-    bool ok = back == host;
-    double gbs = ms > 0 ? reps * (double)bytes / (ms * 1e-3) / 1e9 : 0.0;
-    std::printf("copy %d->%d p2p %s %s GB/s %.2f\n", src, dst, p2p ? "yes" : "no", ok ? "ok" : "FAIL", gbs);
+    std::fill(host.begin(), host.end(), 0u);
+    CHECK(cudaMemcpy(host.data(), b, bytes, cudaMemcpyDeviceToHost));
+    bool ok = same(host.data(), n, src * 131u + dst);
+    double gbs = ms > 0 ? reps * static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
+    std::printf("p2p %d %d access %s %s GB/s %.2f\n", src, dst, access ? "yes" : "no", ok ? "ok" : "FAIL", gbs);
+    g_ok &= ok;
     CHECK(cudaEventDestroy(t0));
     CHECK(cudaEventDestroy(t1));
     CHECK(cudaFree(b));
     CHECK(cudaSetDevice(src));
     CHECK(cudaFree(a));
-    return ok;
+}
+
+// ---- thread migration with a live context ------------------------------------------------------------
+__global__ void bump(unsigned *slot, unsigned value)
+{
+    *slot += value;
+}
+
+// The calling thread moves to every CPU it may run on; on each it launches a kernel and copies the
+// result back through the same (live) context, and checks it really runs on that CPU. Then one new
+// thread per CPU does the same from there, sharing the context.
+static void check_migration(int dev)
+{
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+        std::printf("migrate %d cpus 0 visited 0 FAIL\n", dev);
+        g_ok = false;
+        return;
+    }
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &allowed))
+            cpus.push_back(c);
+    CHECK(cudaSetDevice(dev));
+    unsigned *slot;
+    CHECK(cudaMalloc(&slot, sizeof(unsigned)));
+    CHECK(cudaMemset(slot, 0, sizeof(unsigned)));
+    unsigned expect = 0;
+    int visited = 0;
+    bool ok = true;
+    auto step = [&](int cpu, unsigned value) {
+        bool here = sched_getcpu() == cpu;
+        bump<<<1, 1>>>(slot, value);
+        bool launched = cudaGetLastError() == cudaSuccess;
+        unsigned got = 0;
+        bool copied = cudaMemcpy(&got, slot, sizeof(got), cudaMemcpyDeviceToHost) == cudaSuccess;
+        return here && launched && copied && got == expect + value;
+    };
+    for (int cpu : cpus) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        bool moved = sched_setaffinity(0, sizeof(one), &one) == 0;
+        bool good = moved && step(cpu, static_cast<unsigned>(cpu) + 1);
+        if (good) {
+            expect += cpu + 1;
+            ++visited;
+        }
+        ok &= good;
+    }
+    sched_setaffinity(0, sizeof(allowed), &allowed);
+    for (int cpu : cpus) {
+        bool good = false;
+        std::thread worker([&] {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            good = sched_setaffinity(0, sizeof(one), &one) == 0 && cudaSetDevice(dev) == cudaSuccess &&
+                   step(cpu, 1000u + cpu);
+        });
+        worker.join();
+        if (good)
+            expect += 1000u + cpu;
+        ok &= good;
+        visited += good;
+    }
+    CHECK(cudaFree(slot));
+    std::printf("migrate %d cpus %zu visited %d %s\n", dev, cpus.size(), visited,
+                ok && visited == static_cast<int>(2 * cpus.size()) ? "ok" : "FAIL");
+    g_ok &= ok;
 }
 
 int main(int argc, char **argv)
 {
-    size_t bytes = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64ull) << 20;   // MiB
+    size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 256;
+    if (mib == 0 || mib > 16384) {
+        std::printf("gpu_health: copy size must be 1..16384 MiB (got %s)\ngpu_health: FAIL\n", argv[1]);
+        return 2;
+    }
+    size_t bytes = mib << 20;
     int count = 0;
     CHECK(cudaGetDeviceCount(&count));
-    std::printf("gpu_health: devices %d\n", count);
-    bool ok = count > 0;
-    for (int d = 0; d < count; ++d)
-        ok &= check_kernel(d, 1 << 24);
+    std::printf("gpu_health: version 2 devices %d\n", count);
+    for (int d = 0; d < count; ++d) {
+        cudaDeviceProp prop;
+        CHECK(cudaGetDeviceProperties(&prop, d));
+        std::printf("device %d pci %04x:%02x:%02x.0 sms %d name %s\n", d, prop.pciDomainID, prop.pciBusID,
+                    prop.pciDeviceID, prop.multiProcessorCount, prop.name);
+    }
+    for (int d = 0; d < count; ++d) {
+        CHECK(cudaSetDevice(d));
+        check_fma<double>(d, "fp64");
+        check_fma<float>(d, "fp32");
+        check_copies(d, bytes);
+        check_migration(d);
+    }
     for (int s = 0; s < count; ++s)
         for (int d = 0; d < count; ++d)
             if (s != d)
-                ok &= check_copy(s, d, bytes);
+                check_p2p(s, d, bytes);
+    bool ok = g_ok && count > 0;
     std::printf("gpu_health: %s\n", ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
 }

@@ -1,0 +1,98 @@
+"""OSU device/managed buffers run only when the stack's MPI is CUDA-aware, and are skipped with
+that reason when it is not (Debian's Open MPI is not): on `--system local` with an H100 node type
+(gpu partition), a fake stack view whose ompi_info says yes or no and whose osu_latency prints a
+recorded OSU output."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stackproof import cuda_aware
+from stackproof.paths import REPO
+
+SUITE = REPO / "reframe-tests"
+REFRAME = shutil.which("reframe", path=os.path.dirname(sys.executable))
+RANK0 = '[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ] || exit 0\n'
+
+
+def ompi_info(bindir, value):
+    bindir.mkdir(parents=True, exist_ok=True)
+    exe = bindir / "ompi_info"
+    exe.write_text("#!/bin/sh\necho 'mca:mpi:base:param:mpi_built_with_cuda_support:value:%s'\n" % value)
+    exe.chmod(0o755)
+
+
+@pytest.mark.parametrize("value, aware", [("true", True), ("false", False)])
+def test_ompi_info_decides(tmp_path, monkeypatch, value, aware):
+    monkeypatch.delenv("STACKPROOF_COMMODITY_CUDA_AWARE", raising=False)
+    ompi_info(tmp_path / "bin", value)
+    got, why = cuda_aware.cuda_aware("commodity", str(tmp_path / "bin"))
+    assert got is aware and "ompi_info" in why
+    if not aware:
+        assert "not CUDA-aware" in why
+
+
+def test_override_and_unknown(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))           # no ompi_info anywhere
+    monkeypatch.delenv("STACKPROOF_VENDOR_CUDA_AWARE", raising=False)
+    got, why = cuda_aware.cuda_aware("vendor", str(tmp_path / "view" / "bin"))
+    assert got is None and "STACKPROOF_VENDOR_CUDA_AWARE=1" in why
+    monkeypatch.setenv("STACKPROOF_VENDOR_CUDA_AWARE", "1")
+    assert cuda_aware.cuda_aware("vendor", "")[0] is True
+
+
+def test_debian_open_mpi_is_not_cuda_aware(monkeypatch):
+    if shutil.which("ompi_info") is None:
+        pytest.skip("no ompi_info (scripts/install-deps.sh installs openmpi-bin)")
+    monkeypatch.delenv("STACKPROOF_LAPTOP_CUDA_AWARE", raising=False)
+    assert cuda_aware.cuda_aware("laptop", "/nonexistent")[0] is False
+
+
+@pytest.fixture(scope="module")
+def osu_runs(tmp_path_factory, shared):
+    if REFRAME is None:
+        pytest.skip("reframe not in the venv: run `make venv`")
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found (scripts/install-deps.sh: openmpi-bin)")
+    tmp = tmp_path_factory.mktemp("osu-gpu")
+    nt = tmp / "h100.yaml"
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "nodetype", "from-xml",
+                           str(shared / "topologies" / "device__h100-nvml.xml"), "--name", "h100", "-o", str(nt)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    views = {}
+    for stack, value in (("commodity", "true"), ("vendor", "false")):
+        bindir = tmp / stack / "bin"
+        ompi_info(bindir, value)
+        osu = bindir / "osu_latency"
+        osu.write_text("#!/bin/sh\n" + RANK0 + f"cat <<'EOF'\n{(shared / 'fixtures/osu/7.2/osu_latency.out').read_text()}EOF\n")
+        osu.chmod(0o755)
+        views[stack] = tmp / stack
+    env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp / "prefix"), STACKPROOF_RESULTS_DB=str(tmp / "r.db"),
+               STACKPROOF_LOCAL_NODETYPE=str(nt), STACKPROOF_COMMODITY_VIEW=str(views["commodity"]),
+               STACKPROOF_VENDOR_VIEW=str(views["vendor"]))
+    for var in ("OSU_BIN_DIR", "RFM_REFERENCE_PREFIX", "STACKPROOF_COMMODITY_CUDA_AWARE", "STACKPROOF_VENDOR_CUDA_AWARE"):
+        env.pop(var, None)
+    report = tmp / "report.json"
+    proc = subprocess.run([REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local:gpu",
+                           "-p", "^(commodity|vendor)$", "-n", "OSUBenchmark%benchmark=osu_latency",
+                           "--report-file", str(report), "-r"], cwd=tmp, env=env, capture_output=True,
+                          text=True, timeout=600)
+    cases = [tc for r in json.loads(report.read_text())["runs"] for tc in r["testcases"]]
+    return proc, {(c["environ"], c["buffers"] if "buffers" in c else c["name"].split("%buffers=")[-1]): c
+                  for c in cases}
+
+
+def test_device_buffers_only_with_a_cuda_aware_mpi(osu_runs):
+    proc, cases = osu_runs
+    assert cases[("commodity", "cuda-device")]["result"] == "pass", proc.stdout[-3000:]
+    assert cases[("commodity", "cuda-managed")]["result"] == "pass"
+    job = open(os.path.join(cases[("commodity", "cuda-device")]["outputdir"], "rfm_job.sh")).read()
+    assert "osu_latency D D" in job
+    for buffers in ("cuda-device", "cuda-managed"):
+        assert cases[("vendor", buffers)]["result"] == "skip"
+    assert "stack 'vendor''s MPI is not CUDA-aware" in proc.stdout
+    assert cases[("vendor", "host")]["result"] == "pass"

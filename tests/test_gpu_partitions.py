@@ -1,0 +1,139 @@
+"""ReFrame partitions exist only where the hardware is, node types are read lazily, and a run that
+measured nothing fails (stackproof.run_verdict, reframe-tests/run.py)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from stackproof import run_verdict
+from stackproof.paths import REPO, nodetypes_dir
+
+SUITE = REPO / "reframe-tests"
+LOAD = """
+import json, sys
+sys.argv = ['reframe'] + sys.argv[1:]
+sys.path.insert(0, %r)
+from reframe.utility import import_module_from_file
+conf = import_module_from_file(%r).site_configuration
+import partitions
+print(json.dumps({'systems': {s['name']: [p['name'] for p in s['partitions']] for s in conf['systems']},
+                  'features': {s['name'] + ':' + p['name']: p['features'] for s in conf['systems'] for p in s['partitions']},
+                  'unavailable': partitions.UNAVAILABLE}))
+""" % (str(SUITE / "config"), str(SUITE / "config" / "site.py"))
+
+
+def load_config(tmp_path, *argv, **env_extra):
+    pytest.importorskip("reframe")
+    env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp_path / "prefix"),
+               STACKPROOF_RESULTS_DB=str(tmp_path / "db" / "r.db"), STACKPROOF_RUN_DIR=str(tmp_path / "run"))
+    for var in ("STACKPROOF_FAKE_GPUS", "STACKPROOF_LOCAL_NODETYPE", "RFM_SYSTEM"):
+        env.pop(var, None)
+    env.update(env_extra)
+    proc = subprocess.run([sys.executable, "-c", LOAD, *argv], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture
+def no_lstopo(tmp_path):
+    if (nodetypes_dir() / "local.yaml").exists():
+        pytest.skip("slurm-conf/nodetypes/local.yaml exists: the local node type never needs lstopo here")
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    return str(empty)
+
+
+def test_login_node_without_lstopo_loads_its_own_system(tmp_path, no_lstopo):
+    conf = load_config(tmp_path, "--system", "x86gpu", PATH=no_lstopo)
+    assert conf["systems"]["x86gpu"] == ["gpu"]
+    assert "local" not in conf["systems"] and "testcluster" not in conf["systems"]
+    assert conf["unavailable"]["local"] == "not loaded: --system x86gpu was requested"
+
+
+def test_without_lstopo_local_is_left_out_with_the_reason(tmp_path, no_lstopo):
+    conf = load_config(tmp_path, PATH=no_lstopo)
+    assert {"lassen", "x86gpu"} <= set(conf["systems"]) and "local" not in conf["systems"]
+    assert "lstopo not found" in conf["unavailable"]["local"]
+
+
+def test_run_py_says_why_a_system_is_unavailable(tmp_path, no_lstopo):
+    env = dict(os.environ, PATH=no_lstopo, STACKPROOF_RFM_PREFIX=str(tmp_path / "p"),
+               STACKPROOF_RESULTS_DB=str(tmp_path / "r.db"))
+    env.pop("STACKPROOF_LOCAL_NODETYPE", None)
+    proc = subprocess.run([sys.executable, str(SUITE / "run.py"), "--system", "local", "--stack", "laptop"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert "run.py: error: system 'local' is not available here: node type 'local' unavailable: lstopo not found" \
+        in proc.stderr
+
+
+def test_testcluster_gpu_partition_only_with_fake_gpus(tmp_path):
+    assert load_config(tmp_path, "--system", "testcluster")["systems"]["testcluster"] == ["cpu"]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "cluster.json").write_text(json.dumps({"settings": {"fake_gpus": 2}}))
+    conf = load_config(tmp_path, "--system", "testcluster")
+    assert conf["systems"]["testcluster"] == ["cpu", "gpu"] and "fakegpu" in conf["features"]["testcluster:gpu"]
+    assert load_config(tmp_path, "--system", "testcluster", STACKPROOF_FAKE_GPUS="0")["systems"]["testcluster"] == ["cpu"]
+
+
+def test_local_gets_a_gpu_partition_from_a_gpu_node_type(tmp_path):
+    conf = load_config(tmp_path, "--system=local:gpu", STACKPROOF_LOCAL_NODETYPE="pascal")
+    assert conf["systems"]["local"] == ["default", "gpu"]
+    assert {"gpu", "cuda"} <= set(conf["features"]["local:gpu"])
+    assert "gpu" not in conf["features"]["local:default"]
+
+
+# ---- no silent pass -----------------------------------------------------------------------------------
+
+SKIP_OUT = ("[\x1b[33m    SKIP\x1b[0m ] (1/2) GPUHealth /ce596b48 @local:gpu+laptop [nvcc not found (looked in x)]\n"
+            "[\x1b[33m    SKIP\x1b[0m ] (2/2) OSUBenchmark %benchmark=osu_latency %buffers=cuda-device /4fb4a118 "
+            "@local:gpu+laptop [stack 'laptop''s MPI is not CUDA-aware]\n")
+
+
+def case(name, result, partition="gpu", tags=("gpu",)):
+    return {"name": name, "system": "local", "partition": partition, "environ": "laptop", "result": result,
+            "tags": list(tags)}
+
+
+def test_skip_reasons_from_reframe_output():
+    reasons = run_verdict.skip_reasons(SKIP_OUT)
+    assert reasons[("GPUHealth", "local:gpu", "laptop")] == "nvcc not found (looked in x)"
+    assert reasons[("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "local:gpu", "laptop")] == \
+        "stack 'laptop''s MPI is not CUDA-aware"
+
+
+def test_verdicts():
+    reasons = run_verdict.skip_reasons(SKIP_OUT)
+    gpu = ["local:gpu"]
+    assert "no test case was selected for X" in run_verdict.problems(None, gpu, {}, False, "X")[0]
+    assert "no test case was selected" in run_verdict.problems([], [], {}, True, "X")[0]
+    skipped = [case("GPUHealth", "skip"), case("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "skip"),
+               case("MPIHello", "pass", "default", ())]
+    (msg,) = run_verdict.problems(skipped, gpu, reasons, False, "X")
+    assert msg.startswith("GPU partition local:gpu: all 2 GPU test case(s) were skipped: ")
+    assert "nvcc not found" in msg and "not CUDA-aware" in msg
+    # one GPU case measured: not silent
+    assert run_verdict.problems([case("GPUHealth", "pass")] + skipped[1:], gpu, reasons, False, "X") == []
+    # a GPU partition on which nothing GPU ran, unless the user narrowed the run
+    only_cpu = [case("MPIHello", "pass", "gpu", ())]
+    assert "no GPU check was selected" in run_verdict.problems(only_cpu, gpu, {}, False, "X")[0]
+    assert run_verdict.problems(only_cpu, gpu, {}, True, "X") == []
+    assert run_verdict.problems(only_cpu, [], {}, False, "X") == []
+
+
+def test_run_py_gpu_partitions_real_gpus_only_and_last_system_wins():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("rfm_run", SUITE / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    config = {"systems": [
+        {"name": "testcluster", "partitions": [{"name": "cpu", "features": ["cpu"]},
+                                               {"name": "gpu", "features": ["gpu", "fakegpu"]}]},
+        {"name": "local", "partitions": [{"name": "default", "features": ["cpu"]},
+                                         {"name": "gpu", "features": ["gpu", "cuda"]}]}]}
+    assert run.gpu_partitions(config, "testcluster", []) == []          # fake GPUs cannot run CUDA
+    assert run.gpu_partitions(config, "local", []) == ["local:gpu"]
+    assert run.gpu_partitions(config, "local", ["--system", "local:default"]) == []
+    assert run.gpu_partitions(config, "testcluster", ["--system=local"]) == ["local:gpu"]
