@@ -61,7 +61,7 @@ def verdict_rows(ctx: Context) -> list[dict]:
                 continue
             c = compare(base, r.samples[s], d)
             row["vs"][s] = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "pct": c.pct,
-                            "verdict": c.verdict + (f" ({c.why})" if c.why else "")}
+                            "verdict": c.verdict + (f": {c.why}" if c.why else "")}
         out.append(row)
     # measurements no stack produced a value for (all skipped or failed)
     for key, per_stack in sorted(keyed.items()):
@@ -80,7 +80,7 @@ def verdict_rows(ctx: Context) -> list[dict]:
 
 
 def _level(lv) -> str:
-    return "" if lv is None else (f" ({lv:.0%})" if lv < LEVEL else "")
+    return "" if lv is None else (f" ({100 * lv:.0f} % level)" if lv < LEVEL else "")
 
 
 def verdict_section(ctx: Context) -> Section:

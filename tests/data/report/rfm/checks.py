@@ -24,11 +24,20 @@ class _Contract(rfm.RunOnlyRegressionTest):
 
 @rfm.simple_test
 class NetPIPEFake(_Contract):
+    """Latency 5 us x scale (+0.1 us per repeat), bandwidth 9000 MB/s / scale (+1 per repeat); the
+    curve in np.out as NetPIPE writes it (bytes, Mbps, seconds)."""
+    keep_files = ['np.out']
+
     @run_after('init')
     def _cmd(self):
-        # latency 5 us x scale (+ a little per repeat), bandwidth 9000 MB/s / scale
-        self.executable_opts = ['-c', f'"echo lat_8B $(echo "5 * $FAKE_SCALE + 0.1 * {self.repeat_index}" | bc); '
-                                f'echo bw_1MiB $(echo "9000 / $FAKE_SCALE + {self.repeat_index}" | bc)"']
+        r = self.repeat_index
+        self.executable = 'awk'
+        self.executable_opts = [
+            f"'BEGIN {{ s = ENVIRON[\"FAKE_SCALE\"]; r = {r};"
+            ' printf "lat_8B %.3f\\nbw_1MiB %.3f\\n", 5 * s + 0.1 * r, 9000 / s + r;'
+            ' for (b = 1; b <= 1048576; b *= 4) {'
+            '   t = (5 * s + 0.1 * r + b / (9000 / s + r)) * 1e-6;'
+            '   printf "%8d %f %12.8f\\n", b, b * 8 / t / 1e6, t > "np.out" } }\'']
 
     @sanity_function
     def ok(self):
@@ -41,6 +50,20 @@ class NetPIPEFake(_Contract):
     @performance_function('MB/s')
     def bw_1MiB(self):
         return sn.extractsingle(r'^bw_1MiB\s+(\S+)', self.stdout, 1, float)
+
+
+@rfm.simple_test
+class MemoryBandwidth(_Contract):
+    """The node's memory-copy bandwidth: 20000 MB/s whatever the stack."""
+    executable_opts = ['-c', '"echo copy_bw 20000"']
+
+    @sanity_function
+    def ok(self):
+        return sn.assert_found(r'^copy_bw', self.stdout)
+
+    @performance_function('MB/s')
+    def copy_bw(self):
+        return sn.extractsingle(r'^copy_bw\s+(\S+)', self.stdout, 1, float)
 
 
 @rfm.simple_test

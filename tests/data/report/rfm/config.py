@@ -2,10 +2,13 @@
 `commodity` and `vendor` (no compilers needed), results database at $STACKPROOF_RESULTS_DB."""
 import os
 
+PREFIX = os.environ.get('STACKPROOF_RFM_PREFIX', '/tmp/stackproof-report-rfm')
+os.makedirs(PREFIX, exist_ok=True)
+
 site_configuration = {
     'systems': [{
         'name': 'reporttest', 'descr': 'report tests', 'hostnames': ['.*'],
-        'prefix': os.environ.get('STACKPROOF_RFM_PREFIX', '/tmp/stackproof-report-rfm'),
+        'prefix': PREFIX,
         'partitions': [{'name': 'cpu', 'scheduler': 'local', 'launcher': 'local',
                         'environs': ['commodity', 'vendor']}],
     }],
@@ -16,6 +19,10 @@ site_configuration = {
     'storage': [{'enable': True,
                  'sqlite_db_file': os.environ.get('STACKPROOF_RESULTS_DB', '/tmp/stackproof-report-rfm.db')}],
     'general': [{'report_file': os.devnull}],
-    'logging': [{'handlers': [{'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'}],
-                 'handlers_perflog': []}],
+    # the log file keeps the skip messages (ReFrame's JSON report does not)
+    'logging': [{'handlers': [
+        {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
+        {'type': 'file', 'level': 'info', 'format': '%(message)s', 'append': False,
+         'name': os.path.join(PREFIX, 'reframe.log')}],
+        'handlers_perflog': []}],
 }
