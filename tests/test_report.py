@@ -75,7 +75,7 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     assert "vendor vs commodity (%)" in md
     amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
     assert "| +30.0 % |" in amg_line          # one run per stack: the % is shown, no verdict is called
-    assert "no verdict (too few repeats" in amg_line
+    assert "no verdict: too few repeats (n=1 and 1)" in amg_line
     # failures are named with their reason
     assert "a job step got system CPUs 0" in md
     html = (tmp_path / "out" / "report.html").read_text()

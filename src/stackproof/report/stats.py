@@ -117,7 +117,7 @@ def compare(baseline, other, direction_: int) -> Comparison:
     ratio = float(np.exp(np.median(d)))
     if cov < MIN_LEVEL:
         return Comparison(ratio, None, None, None, pct, "no verdict",
-                          f"too few repeats (n={len(b)} and {len(o)}) for a {MIN_LEVEL:.0%} interval")
+                          f"too few repeats (n={len(b)} and {len(o)}) for a {100 * MIN_LEVEL:.0f} % interval")
     lo, hi = float(np.exp(d[k - 1])), float(np.exp(d[len(d) - k]))
     return Comparison(ratio, lo, hi, cov, pct, verdict(lo, hi, direction_))
 
