@@ -2,6 +2,8 @@
 numbers set by the stack) run for real into its own results database; then the verdicts, identity,
 skip and failure sections, `stackproof report --compare` after one two-stack session and between two
 sessions, and the `--performance-compare` recipe of docs/acceptance.md (issue 11 items 3-5)."""
+import contextlib
+import io
 import json
 import os
 import re
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from stackproof.cli import main
 from stackproof.errors import StackproofError
 from stackproof.report import build, load_run
 
@@ -33,8 +36,18 @@ def _reframe(tmp, *args):
 
 
 def _stackproof(tmp, *args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--reframe-config",
-                           str(RFM / "config.py"), *args], capture_output=True, text=True, env=_env(tmp), timeout=300)
+    """`stackproof report --reframe-config RFM ARGS` in this process (the CLI's own code path)."""
+    env = _env(tmp)
+    old = {k: os.environ.get(k) for k in ("STACKPROOF_RESULTS_DB", "STACKPROOF_RFM_PREFIX")}
+    os.environ.update({k: env[k] for k in old})
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            rc = main(["report", "--reframe-config", str(RFM / "config.py"), *args])
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return subprocess.CompletedProcess(args, rc, "", err.getvalue())
 
 
 def _doc_recipe(name):

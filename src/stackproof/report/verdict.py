@@ -116,7 +116,7 @@ def verdict_section(ctx: Context) -> Section:
         f"Baseline: {ctx.baseline}. Each cell gives the median over the repeats, the spread (min-max) and the "
         "number of repeats n. The ratio is other / baseline (Hodges-Lehmann estimate on log values) with its "
         "exact distribution-free 95 % confidence interval (Mann-Whitney); where too few repeats cannot reach "
-        "95 % the interval's real level is printed beside it, e.g. (90 %) for 3 + 3 repeats. "
+        "95 % the interval's real level is printed beside it, e.g. (90 % level) for 3 + 3 repeats. "
         "The % column is (median other - median baseline) / median baseline: for latencies and times a "
         "negative % means the other stack is faster; for bandwidth and figures of merit a positive % means "
         "it is better.",
