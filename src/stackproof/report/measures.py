@@ -11,6 +11,7 @@ from .curves import curves, human_bytes
 from .plots import curve_plot, fwq_plots, slug
 from .sections import Context, Section, Table, fmt
 from .stats import compare, direction
+from .verdict import copy_bandwidth
 
 PROFILE_ORDER = ["baseline", "freecore-first", "freecore-last", "corespec", "clean"]
 
@@ -31,8 +32,11 @@ def curves_section(ctx: Context) -> Section | None:
         check, case, system, kind, unit = key
         series = data[key]
         title = f"{case}: {kind}" + (f" on {system}" if len({k[2] for k in data}) > 1 else "")
+        limits = ({s: v for (s, sysname), v in copy_bandwidth(ctx).items() if sysname == system and s in series}
+                  if kind == "bandwidth" and unit == "MB/s" else None)
         path = curve_plot(title, kind, unit, series, ctx.stacks, ctx.baseline, xlim,
-                          ctx.img / f"{slug('osu' if check.startswith('OSU') else check.lower(), case, kind)}.png")
+                          ctx.img / f"{slug('osu' if check.startswith('OSU') else check.lower(), case, kind)}.png",
+                          limits)
         sec.figures.append((title, path))
         d = direction("lat" if kind == "latency" else "bw", unit)
         stacks = [s for s in ctx.stacks if s in series]

@@ -27,8 +27,9 @@ def slug(*parts) -> str:
 
 
 def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str], baseline: str,
-               xlim: tuple[int, int], path: Path) -> Path:
-    """series: {stack: {bytes: [values]}}; one colour per stack, the same in every figure."""
+               xlim: tuple[int, int], path: Path, limits: dict | None = None) -> Path:
+    """series: {stack: {bytes: [values]}}; one colour per stack, the same in every figure; limits:
+    {stack: memory-copy bandwidth} drawn as dashed lines (the physical limit of on-node bandwidth)."""
     import numpy as np
     plt = _plt()
     colours = {s: f"C{i}" for i, s in enumerate(stacks)}
@@ -40,6 +41,12 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
         med = [float(np.median(v)) for _, v in pts]
         ax.plot(x, med, marker="o", ms=3.5, lw=1.6, color=colours[stack], label=stack)
         ax.fill_between(x, [min(v) for _, v in pts], [max(v) for _, v in pts], color=colours[stack], alpha=0.2)
+    limits = limits or {}
+    if limits and len({round(v, 6) for v in limits.values()}) == 1:      # one node, one limit
+        ax.axhline(next(iter(limits.values())), color="0.3", ls="--", lw=1.1, label="memory copy (same run)")
+    else:
+        for stack, lim in sorted(limits.items()):
+            ax.axhline(lim, color=colours.get(stack, "0.3"), ls="--", lw=1.1, label=f"memory copy ({stack})")
     d = direction("lat" if kind == "latency" else "bw", unit)
     base = series.get(baseline, {})
     for stack in [s for s in stacks if s in series and s != baseline]:
@@ -54,6 +61,13 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
         hi = [c.hi if c.hi is not None else c.ratio for _, c in cmp_]
         axr.fill_between(x, lo, hi, color=colours[stack], alpha=0.2)
     axr.axhline(1.0, color="0.4", lw=0.8)
+    axr.set_yscale("log")                      # ratios: 0.5 and 2 equally far from 1
+    lo_, hi_ = axr.get_ylim()
+    axr.set_ylim(min(lo_, 0.8), max(hi_, 1.25))
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    axr.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axr.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    axr.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     for a in (ax, axr):
         a.set_xscale("log", base=2)
         a.grid(alpha=0.3, which="both")
