@@ -89,3 +89,19 @@ def test_a_long_failure_reason_is_kept_whole(tmp_path):
     build(load_run(str(a)), tmp_path / "r", "t")
     md = (tmp_path / "r" / "report.md").read_text()
     assert reason in md and len(reason) > 600
+
+
+def test_extra_sections_reach_both_formats(tmp_path):
+    from stackproof.report import Section, Table
+    a = _report(tmp_path, "a.json", "u1", {"commodity": [4.0, 4.1, 4.2], "vendor": [4.0, 4.2, 4.1]})
+
+    def who_stole_the_time(ctx):
+        return Section("Who stole the time", text=[f"{len(ctx.cases)} cases, baseline {ctx.baseline}"],
+                       tables=[Table(["culprit", "share"], [["kworker", "61 %"]])],
+                       markdown="*from the noise hunt*", html="<p class='hunt'>from the noise hunt</p>")
+    build(load_run(str(a)), tmp_path / "r", "t", extra_sections=[who_stole_the_time, lambda ctx: None])
+    md, html = (tmp_path / "r" / "report.md").read_text(), (tmp_path / "r" / "report.html").read_text()
+    assert "## Who stole the time" in md and "| kworker | 61 % |" in md and "*from the noise hunt*" in md
+    assert "6 cases, baseline commodity" in md
+    assert "<h2>Who stole the time</h2>" in html and "<p class='hunt'>from the noise hunt</p>" in html
+    assert "<td>kworker</td>" in html
