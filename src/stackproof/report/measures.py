@@ -22,7 +22,7 @@ def curves_section(ctx: Context) -> Section | None:
                           for k, ser in data.items()}
     if not data:
         return None
-    sec = Section("Message-size curves", anchor="curves", text=[
+    sec = Section("Message-size curves", anchor="curves", figures_first=True, text=[
         "Each stack's median over the repeats (line) and min-max (band); below, the ratio to the baseline "
         f"({ctx.baseline}) with its interval. Every figure uses the same colour per stack and the same "
         "message-size axis."])
@@ -56,7 +56,7 @@ def curves_section(ctx: Context) -> Section | None:
             rows.append(row)
         sec.tables.append(Table(["size"] + [f"{s} ({unit})" for s in stacks]
                                 + [f"{s} / {ctx.baseline}" for s in stacks if s != ctx.baseline], rows,
-                                caption=f"{case}, {kind} per message size"))
+                                caption=f"{case}, {kind} per message size", folded=True))
     return sec
 
 

@@ -19,6 +19,7 @@ class Table:
     header: list[str]
     rows: list[list]          # cells: str, or (str, css class)
     caption: str = ""
+    folded: bool = False      # HTML: inside <details>, unfolded on click
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Section:
     markdown: str = ""        # extra sections: a ready Markdown fragment
     html: str = ""            # ... and its HTML counterpart
     anchor: str = ""
+    figures_first: bool = False
 
 
 @dataclass
