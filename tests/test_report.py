@@ -96,3 +96,15 @@ def test_report_cli_and_bad_input(tmp_path, two_stacks):
     assert proc.returncode == 1 and "not a ReFrame run report" in proc.stderr
     with pytest.raises(StackproofError, match="not found"):
         load_run(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--baseline", "mpich"], "baseline 'mpich' is not a stack of these results (stacks: c, v)"),
+    (["--stack", "c"], "--stack selects stacks for --compare only"),
+    (["--compare"], "--compare finds the sessions itself"),
+])
+def test_report_cli_bad_options(tmp_path, two_stacks, args, message):
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", f"c={two_stacks[0]}",
+                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
