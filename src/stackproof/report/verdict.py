@@ -97,8 +97,12 @@ def verdict_section(ctx: Context) -> Section:
                  "-" if r["var"] == "-" else f"{r['var']} ({r['unit']}), {ARROW[r['direction']]}"]
         for s in ctx.stacks:
             st = r["stacks"][s]
-            cells.append((f"not measured ({st['not_measured']})", "nm") if "not_measured" in st else
-                         f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
+            if "not_measured" in st:
+                cells.append((f"not measured ({st['not_measured']})", "nm"))
+            elif st["n"] == 1:
+                cells.append(f"{fmt(st['median'])} (1)")
+            else:
+                cells.append(f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
         for o in others:
             v = r["vs"][o]
             verdict = v["verdict"]
