@@ -1,4 +1,4 @@
-"""`stackproof report`: two stacks from ReFrame run reports -> HTML + Markdown (issue 5, item 3)."""
+"""`stackproof report`: two stacks from ReFrame run reports -> HTML + Markdown (issue 5, item 3; issue 11)."""
 import json
 import subprocess
 import sys
@@ -74,7 +74,8 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     assert "osu_latency" in md and "osu_allreduce" in md
     assert "vendor vs commodity (%)" in md
     amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
-    assert amg_line.rstrip(" |").endswith("30.000")
+    assert "| +30.0 % |" in amg_line          # one run per stack: the % is shown, no verdict is called
+    assert "no verdict: too few repeats (n=1 and 1)" in amg_line
     # failures are named with their reason
     assert "a job step got system CPUs 0" in md
     html = (tmp_path / "out" / "report.html").read_text()
@@ -95,3 +96,15 @@ def test_report_cli_and_bad_input(tmp_path, two_stacks):
     assert proc.returncode == 1 and "not a ReFrame run report" in proc.stderr
     with pytest.raises(StackproofError, match="not found"):
         load_run(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--baseline", "mpich"], "baseline 'mpich' is not a stack of these results (stacks: c, v)"),
+    (["--stack", "c"], "--stack selects stacks for --compare only"),
+    (["--compare"], "--compare finds the sessions itself"),
+])
+def test_report_cli_bad_options(tmp_path, two_stacks, args, message):
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", f"c={two_stacks[0]}",
+                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr

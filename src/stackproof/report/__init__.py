@@ -1,0 +1,68 @@
+"""`stackproof report`: compare stacks (or sessions) from ReFrame results, with a verdict per benchmark.
+
+Inputs: ReFrame JSON run reports (`reframe --report-file`, or what `reframe-tests/run.py` leaves), or
+sessions of the results database; `--compare` finds them in the database. Outputs, in one directory:
+`report.html` (self-contained), `report.md` (figures in img/) and `report.json` (the numbers).
+
+  rows.py      read reports/sessions once into cases; labels and sessions; rows of samples
+  stats.py     medians, spread, Hodges-Lehmann ratio with an exact Mann-Whitney interval, verdicts
+  verdict.py   the verdict table; bandwidth as a fraction of the memory-copy bandwidth
+  measures.py  message-size curves (OSU, NetPIPE) and system noise (Table IV, Fig. 2)
+  sections.py  the section model, the other sections, and EXTRA_SECTIONS (the extension point)
+  curves.py, plots.py   curve extraction and figures
+  render.py + templates/  one Jinja2 template per format
+  compare.py   finding the sessions for --compare in the results database
+  cli.py       the `stackproof report` command
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import StackproofError
+from .cli import register
+from .measures import curves_section, noise_rows, noise_section
+from .render import write
+from .rows import Case, load_run, load_session, perf_rows, resolve_labels, sessions_of
+from .sections import (EXTRA_SECTIONS, Context, Section, Table, failed_section, identity_section,
+                       references_section, skipped_section, summary_section)
+from .verdict import bandwidth_fraction_section, verdict_section
+
+__all__ = ["build", "load_run", "load_session", "register", "Case", "Context", "Section", "Table",
+           "EXTRA_SECTIONS", "noise_rows"]
+
+
+def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = None,
+          extra_sections=None) -> dict:
+    """Reduce the cases into rows once, build every section, write report.{html,md,json}; return the data."""
+    if not cases:
+        raise StackproofError("no test cases to report")
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    img = outdir / "img"
+    img.mkdir(exist_ok=True)
+    stacks, notes = resolve_labels(cases)
+    if baseline is None:
+        baseline = stacks[0]
+    elif baseline not in stacks:
+        raise StackproofError(f"baseline {baseline!r} is not a stack of these results (stacks: {', '.join(stacks)})")
+    ctx = Context(cases=cases, rows=perf_rows(cases), stacks=stacks, baseline=baseline, img=img, notes=notes)
+    sessions = sessions_of(cases)
+    builders = [verdict_section, lambda c: summary_section(c, sessions), identity_section,
+                bandwidth_fraction_section, curves_section, noise_section, skipped_section, failed_section,
+                references_section]
+    sections = []
+    for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):
+        s = b(ctx)
+        if s is not None:
+            s.anchor = s.anchor or f"s{len(sections)}"
+            sections.append(s)
+    intro = (f"Stacks: {', '.join(stacks)} (baseline {baseline}); {len(cases)} test cases from "
+             f"{len(sessions)} session(s).")
+    write(outdir, title, intro, sections)
+    data = {"stacks": stacks, "baseline": baseline, "notes": notes,
+            "sessions": [s.__dict__ for s in sessions], **ctx.data,
+            "noise": ctx.data.get("noise", []),
+            "results": [[c.stack, c.system, c.name, c.repeat, c.result, c.fail_reason] for c in cases]}
+    (outdir / "report.json").write_text(json.dumps(data, indent=1, default=str))
+    return data

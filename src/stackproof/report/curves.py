@@ -1,0 +1,76 @@
+"""Curves over message size (OSU, NetPIPE): from per-size performance variables (`lat_<bytes>B`,
+`bw_<bytes>B`) and, for NetPIPE, from the curve it writes (`np.out`: bytes, Mbps, seconds; or its
+stdout lines `N: BYTES bytes REPS times --> MBPS Mbps in USEC usec`) in the test's output directory."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from .rows import Case
+
+_SIZE_VAR = re.compile(r"^(lat|bw)_(\d+)(B|KiB|MiB|GiB)$")
+_MULT = {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}
+_NP_STDOUT = re.compile(r"^\s*\d+:\s+(\d+)\s+bytes\s+\d+\s+times\s+-->\s+([\d.]+)\s+Mbps\s+in\s+([\d.]+)\s+usec")
+MIN_POINTS = 3
+
+
+def size_of_var(var: str) -> tuple[str, int] | None:
+    m = _SIZE_VAR.match(var)
+    return (m.group(1), int(m.group(2)) * _MULT[m.group(3)]) if m else None
+
+
+def read_netpipe(outputdir: str | None) -> list[tuple[int, float, float]]:
+    """[(bytes, MB/s, one-way latency us)] from a NetPIPE run's output directory, [] when absent."""
+    if not outputdir:
+        return []
+    d = Path(outputdir)
+    pts = []
+    if (d / "np.out").is_file():
+        for line in (d / "np.out").read_text(errors="replace").splitlines():
+            f = line.split()
+            try:
+                size, mbps, t = int(float(f[0])), float(f[1]), float(f[2])
+            except (IndexError, ValueError):
+                continue
+            pts.append((size, mbps / 8.0, t * 1e6 if t < 1.0 else t))
+    if not pts and (d / "rfm_job.out").is_file():
+        for line in (d / "rfm_job.out").read_text(errors="replace").splitlines():
+            m = _NP_STDOUT.match(line)
+            if m:
+                pts.append((int(m.group(1)), float(m.group(2)) / 8.0, float(m.group(3))))
+    return pts
+
+
+def curves(cases: list[Case]) -> dict[tuple, dict[str, dict[int, list[float]]]]:
+    """{(check, case, system, kind, unit): {stack: {bytes: [values over repeats]}}}, kind = latency|bandwidth."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for c in cases:
+        if c.result != "pass":
+            continue
+        for var, pv in c.perf.items():
+            s = size_of_var(var)
+            if s and pv["value"] is not None:
+                kind = "latency" if s[0] == "lat" else "bandwidth"
+                out[(c.check, c.name, c.system, kind, pv["unit"] or "")][c.stack][s[1]].append(float(pv["value"]))
+        if c.check.lower().startswith("netpipe"):
+            for size, mbs, us in read_netpipe(c.outputdir):
+                out[(c.check, c.name + " (curve)", c.system, "bandwidth", "MB/s")][c.stack][size].append(mbs)
+                out[(c.check, c.name + " (curve)", c.system, "latency", "us")][c.stack][size].append(us)
+    return {k: v for k, v in out.items() if max(len(s) for s in v.values()) >= MIN_POINTS}
+
+
+def headline_var(var: str, sizes_of_check: set[int]) -> bool:
+    """In the verdict table, keep curve variables only at 8 B and 1 MiB (else the smallest and largest)."""
+    s = size_of_var(var)
+    if not s:
+        return True
+    wanted = {8, 1 << 20} & sizes_of_check or {min(sizes_of_check), max(sizes_of_check)}
+    return s[1] in wanted
+
+
+def human_bytes(n: int) -> str:
+    for unit, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1024)):
+        if n >= m and n % m == 0:
+            return f"{n // m} {unit}"
+    return f"{n} B"

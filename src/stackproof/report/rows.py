@@ -1,0 +1,317 @@
+"""Read ReFrame JSON run reports (or stored sessions) into test cases, once, and reduce them into rows.
+
+A *case* is one ReFrame test case of one stack in one session. Repeats of the same measurement
+(the `repeat_index` variable or parameter of the results contract, or ReFrame's own `--repeat`,
+`.repeat_no`) are the *samples* of one *row*: (benchmark, parameters without the repeat, system,
+performance variable, unit) -> {stack: [values]}.
+
+Stacks are labelled by `--run LABEL=...`, else by the test case's `stack` variable, else its
+environment. One label never silently mixes sessions: an implicit label seen in several sessions
+becomes `label@<session>` per session; an explicit LABEL given to several inputs is merged and the
+report says which sessions it merged.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StackproofError
+from ..paths import REPO
+
+REPEAT_PARAMS = ("repeat_index", ".repeat_no")
+DEFAULT_CONFIG = REPO / "reframe-tests" / "config" / "site.py"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Case:
+    stack: str
+    name: str                 # display name without the repeat, e.g. "FWQNoise %profile=corespec %signature=none"
+    check: str                # class name
+    params: dict
+    system: str               # "sys:part"
+    result: str               # pass | fail | skip | abort
+    fail_reason: str
+    perf: dict = field(default_factory=dict)   # var -> {value, ref, lower, upper, unit, result}
+    outputdir: str | None = None
+    session: str = "?"
+    repeat: int | None = None
+    environ: str = ""
+    mpi_library: str = ""
+    mpi_library_path: str = ""
+    stagedir: str | None = None
+    job_stdout: str | None = None
+    job_stderr: str | None = None
+    fail_phase: str | None = None
+    explicit_label: bool = False
+    info: "Session | None" = None     # the session it came from (shared object)
+
+    @property
+    def key(self) -> tuple:
+        """What identifies the measurement across stacks and repeats."""
+        return (self.check, self.name, self.system)
+
+
+@dataclass
+class Session:
+    uuid: str
+    origin: str
+    time_start: str = ""
+    hostname: str = ""
+    cmdline: str = ""
+    stacks_recorded: list = field(default_factory=list)   # session extras stack=A+B, in that order
+    log_files: list = field(default_factory=list)
+
+
+def _params(display_name: str) -> dict:
+    return dict(m.groups() for m in re.finditer(r"%([\w.]+)=(\S+)", display_name))
+
+
+def _strip_repeat(display_name: str) -> str:
+    for p in REPEAT_PARAMS:
+        display_name = re.sub(rf"\s*%{re.escape(p)}=\S+", "", display_name)
+    return display_name.strip()
+
+
+def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Session, list[Case]]:
+    if not isinstance(doc, dict) or "runs" not in doc:
+        raise StackproofError(f"{origin}: not a ReFrame run report (no 'runs')")
+    info = doc.get("session_info") or {}
+    stack_extra = info.get("stack")
+    session = Session(uuid=str(info.get("uuid") or origin), origin=origin,
+                      time_start=str(info.get("time_start") or ""), hostname=str(info.get("hostname") or ""),
+                      cmdline=str(info.get("cmdline") or ""),
+                      stacks_recorded=stack_extra.split("+") if isinstance(stack_extra, str) and stack_extra else [],
+                      log_files=[f for f in info.get("log_files") or [] if isinstance(f, str)])
+    # With --max-retries a case appears in several runs: the last run has the final verdict.
+    final: dict[tuple, dict] = {}
+    for run in doc["runs"]:
+        for tc in run.get("testcases", []):
+            if tc.get("fixture"):
+                continue
+            final[(tc.get("unique_name") or tc["name"], tc.get("system"), tc.get("partition"), tc.get("environ"))] = tc
+    skip_reasons = _skip_reasons_from_logs(session.log_files) if any(
+        tc.get("result") == "skip" for tc in final.values()) else {}
+    out = []
+    for tc in final.values():
+        display = tc.get("display_name") or tc["name"]
+        params = _params(display)
+        repeat = tc.get("repeat_index")
+        if not isinstance(repeat, int):
+            rp = next((params[p] for p in REPEAT_PARAMS if p in params), None)
+            repeat = int(rp) if rp is not None and str(rp).isdigit() else None
+        for p in REPEAT_PARAMS:
+            params.pop(p, None)
+        perf = {}
+        for key, vals in (tc.get("perfvalues") or {}).items():
+            if not vals or vals[0] is None:
+                continue
+            value, ref, lo, hi, unit = vals[:5]
+            perf[key.split(":")[-1]] = {"value": value, "ref": ref, "lower": lo, "upper": hi, "unit": unit,
+                                        "result": vals[5] if len(vals) > 5 else None}
+        result = tc.get("result") or ("fail" if tc.get("fail_phase") else "pass")
+        reason = tc.get("fail_reason") or ""
+        if result == "skip" and not reason:
+            reason = (tc.get("skip_reason")
+                      or skip_reasons.get((tc.get("hashcode"), f"{tc.get('system')}:{tc.get('partition')}",
+                                           tc.get("environ")))
+                      or "ReFrame recorded no reason (its JSON report keeps no skip message and no log file "
+                         "was found)")
+        stack = label or (tc.get("stack") if isinstance(tc.get("stack"), str) and tc.get("stack") else None) \
+            or tc.get("environ") or "?"
+        out.append(Case(stack=stack, name=_strip_repeat(display), check=display.split()[0], params=params,
+                        system=f"{tc.get('system')}:{tc.get('partition')}", result=result, fail_reason=reason,
+                        perf=perf, outputdir=tc.get("outputdir"), session=session.uuid, repeat=repeat,
+                        environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
+                        mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
+                        job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
+                        fail_phase=tc.get("fail_phase"), explicit_label=bool(label), info=session))
+    return session, out
+
+
+def _skip_reasons_from_logs(files: list[str]) -> dict:
+    """ReFrame prints `[ SKIP ] (i/n) NAME /HASH @SYS:PART+ENV [REASON]`; its JSON report does not keep REASON."""
+    pat = re.compile(r"SKIP\s*\]\s*\(\s*\d+/\d+\)\s.*?/([0-9a-f]{8})\s+@(\S+?):(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
+    out = {}
+    for f in files:
+        try:
+            text = Path(f).read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            m = pat.search(_ANSI.sub("", line))
+            if m:
+                h, sysname, part, env, reason = m.groups()
+                out[(h, f"{sysname}:{part}", env)] = reason
+    return out
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    label, _, rest = spec.partition("=") if "=" in spec else ("", "", spec)
+    return label, rest
+
+
+def load_run(spec: str) -> list[Case]:
+    return load_run_with_session(spec)[1]
+
+
+def load_run_with_session(spec: str) -> tuple[Session, list[Case]]:
+    label, path = _split_spec(spec)
+    p = Path(path)
+    if not p.is_file():
+        raise StackproofError(f"run report not found: {p}")
+    try:
+        doc = json.loads(p.read_text())
+    except ValueError as exc:
+        raise StackproofError(f"{p}: not JSON: {exc}") from None
+    return cases_from_report(doc, label or None, str(p))
+
+
+def reframe_json(config: Path | str | None, query: str) -> list[dict]:
+    """`reframe --describe-stored-sessions=QUERY`: the stored sessions' full reports."""
+    reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or shutil.which("reframe")
+    if reframe is None:
+        raise StackproofError("reframe not found (make venv)")
+    proc = subprocess.run([reframe, "-C", str(config or DEFAULT_CONFIG), f"--describe-stored-sessions={query}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"results database, query {query}: {proc.stderr.strip()[-300:] or proc.stdout[-300:]}")
+    try:
+        docs = json.loads(proc.stdout)
+    except ValueError:
+        raise StackproofError(f"results database, query {query}: unexpected output from reframe: "
+                              f"{proc.stdout[:200]!r}") from None
+    return docs if isinstance(docs, list) else [docs]
+
+
+def load_session(spec: str, config=None) -> list[Case]:
+    label, uuid = _split_spec(spec)
+    return [c for d in reframe_json(config, uuid) for c in cases_from_report(d, label or None, f"session {uuid}")[1]]
+
+
+# ---- labels and sessions -------------------------------------------------------------------------
+
+def sessions_of(cases: list[Case]) -> list[Session]:
+    """The sessions of these cases, in input order."""
+    out: dict[str, Session] = {}
+    for c in cases:
+        if c.session not in out:
+            out[c.session] = c.info or Session(uuid=c.session, origin="?")
+    return list(out.values())
+
+
+def resolve_labels(cases: list[Case]) -> tuple[list[str], list[str]]:
+    """Give each label one session unless the user merged them; return (stack order, notes)."""
+    sessions = sessions_of(cases)
+    notes = []
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for c in cases:
+        if c.session not in by_label[c.stack]:
+            by_label[c.stack].append(c.session)
+    renamed = {}
+    for label, sess in by_label.items():
+        if len(sess) < 2:
+            continue
+        explicit = any(c.explicit_label for c in cases if c.stack == label)
+        if explicit:
+            notes.append(f"stack {label} merges sessions {', '.join(sess)} (the same LABEL= was given to each)")
+            continue
+        for s in sess:
+            renamed[(label, s)] = f"{label}@{s[:8]}"
+        notes.append(f"stack {label} ran in sessions {', '.join(sess)}: shown separately as "
+                     + ", ".join(f"{label}@{s[:8]}" for s in sess)
+                     + " (name them with --run LABEL=FILE, or the same LABEL to merge them)")
+    for c in cases:
+        c.stack = renamed.get((c.stack, c.session), c.stack)
+    # order: sessions in input order, within a session the recorded order (stack=A+B), then first seen
+    order: list[str] = []
+    rank = {s.uuid: i for i, s in enumerate(sessions)}
+    recorded = {s.uuid: s.stacks_recorded for s in sessions}
+
+    def pos(c: Case):
+        rec = recorded.get(c.session, [])
+        base = c.stack.split("@")[0]
+        return (rank.get(c.session, 99), rec.index(base) if base in rec else len(rec))
+    for c in sorted(cases, key=pos):
+        if c.stack not in order:
+            order.append(c.stack)
+    return order, notes
+
+
+# ---- rows ----------------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    check: str
+    case: str                 # display name without repeat
+    params: dict
+    system: str
+    var: str
+    unit: str
+    samples: dict             # stack -> [values] (passed repeats)
+    sessions: dict            # stack -> {session uuids}
+
+
+def perf_rows(cases: list[Case]) -> list[Row]:
+    rows: dict[tuple, Row] = {}
+    for c in cases:
+        if c.result != "pass":
+            continue
+        for var, pv in c.perf.items():
+            if pv["value"] is None:
+                continue
+            k = (c.check, c.name, c.system, var)
+            r = rows.setdefault(k, Row(c.check, c.name, c.params, c.system, var, pv["unit"] or "", {}, {}))
+            r.samples.setdefault(c.stack, []).append(float(pv["value"]))
+            r.sessions.setdefault(c.stack, set()).add(c.session)
+    return list(rows.values())
+
+
+def by_key(cases: list[Case]) -> dict[tuple, dict[str, list[Case]]]:
+    """(check, case, system) -> stack -> cases (all results)."""
+    out: dict[tuple, dict[str, list[Case]]] = defaultdict(lambda: defaultdict(list))
+    for c in cases:
+        out[c.key][c.stack].append(c)
+    return out
+
+
+def why_not_measured(cases: list[Case]) -> str:
+    """A short reason from a stack's cases of one measurement that produced no value."""
+    if not cases:
+        return "not run for this stack"
+    skipped = [c for c in cases if c.result == "skip"]
+    failed = [c for c in cases if c.result in ("fail", "abort")]
+    if failed:
+        first = failed[0].fail_reason.strip().splitlines()[0] if failed[0].fail_reason.strip() else "no reason"
+        return f"failed ({len(failed)}/{len(cases)}): {first}"
+    if skipped:
+        return f"skipped: {skipped[0].fail_reason}"
+    return "no performance value recorded"
+
+
+def tail(path: Path, lines: int = 20) -> str | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def failure_detail(c: Case, lines: int = 20) -> dict:
+    """fail_reason + the job's stderr + the last lines of its output (from the kept stage directory)."""
+    out = {"reason": c.fail_reason or "(no reason recorded)", "phase": c.fail_phase or "", "stderr": None,
+           "stdout": None, "where": c.stagedir or ""}
+    for kind in ("stderr", "stdout"):
+        name = getattr(c, f"job_{kind}")
+        for base in (c.stagedir, c.outputdir):
+            if name and base and (Path(base) / name).is_file():
+                out[kind] = tail(Path(base) / name, lines if kind == "stdout" else 200)
+                break
+    return out

@@ -1,0 +1,89 @@
+"""Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index)
+without MPI: each prints numbers scaled by the environment's FAKE_SCALE."""
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, performance_function, run_after, sanity_function, variable
+
+
+class _Contract(rfm.RunOnlyRegressionTest):
+    valid_systems = ['*']
+    valid_prog_environs = ['commodity', 'vendor']
+    repeat_index = parameter(range(3), loggable=True)
+    stack = variable(str, value='', loggable=True)
+    mpi_library = variable(str, value='', loggable=True)
+    mpi_library_path = variable(str, value='', loggable=True)
+    executable = 'sh'
+
+    @run_after('setup')
+    def _identity(self):
+        self.stack = self.current_environ.name
+        self.mpi_library = {'commodity': 'Open MPI v4.1.4, package: Debian OpenMPI',
+                            'vendor': 'Intel(R) MPI Library 2021.17 for Linux* OS'}[self.stack]
+        self.mpi_library_path = f'/opt/{self.stack}/lib/libmpi.so'
+
+
+@rfm.simple_test
+class NetPIPEFake(_Contract):
+    """Latency 5 us x scale (+0.1 us per repeat), bandwidth 9000 MB/s / scale (+1 per repeat); the
+    curve in np.out as NetPIPE writes it (bytes, Mbps, seconds)."""
+    keep_files = ['np.out']
+
+    @run_after('init')
+    def _cmd(self):
+        r = self.repeat_index
+        self.executable = 'awk'
+        self.executable_opts = [
+            f"'BEGIN {{ s = ENVIRON[\"FAKE_SCALE\"]; r = {r};"
+            ' printf "lat_8B %.3f\\nbw_1MiB %.3f\\n", 5 * s + 0.1 * r, 9000 / s + r;'
+            ' for (b = 1; b <= 1048576; b *= 4) {'
+            '   t = (5 * s + 0.1 * r + b / (9000 / s + r)) * 1e-6;'
+            '   printf "%8d %f %12.8f\\n", b, b * 8 / t / 1e6, t > "np.out" } }\'']
+
+    @sanity_function
+    def ok(self):
+        return sn.assert_found(r'^lat_8B', self.stdout)
+
+    @performance_function('us')
+    def lat_8B(self):
+        return sn.extractsingle(r'^lat_8B\s+(\S+)', self.stdout, 1, float)
+
+    @performance_function('MB/s')
+    def bw_1MiB(self):
+        return sn.extractsingle(r'^bw_1MiB\s+(\S+)', self.stdout, 1, float)
+
+
+@rfm.simple_test
+class MemoryBandwidth(_Contract):
+    """The node's memory-copy bandwidth: 20000 MB/s whatever the stack."""
+    executable_opts = ['-c', '"echo copy_bw 20000"']
+
+    @sanity_function
+    def ok(self):
+        return sn.assert_found(r'^copy_bw', self.stdout)
+
+    @performance_function('MB/s')
+    def copy_bw(self):
+        return sn.extractsingle(r'^copy_bw\s+(\S+)', self.stdout, 1, float)
+
+
+@rfm.simple_test
+class SkippedFake(_Contract):
+    repeat_index = parameter([0], loggable=True)
+
+    @run_after('setup')
+    def _skip(self):
+        self.skip(f'osu_latency not found for stack {self.current_environ.name!r}: set OSU_BIN_DIR')
+
+    @sanity_function
+    def ok(self):
+        return True
+
+
+@rfm.simple_test
+class FailingFake(_Contract):
+    repeat_index = parameter([0], loggable=True)
+    executable_opts = ['-c', '"echo started; echo mpirun noticed that process rank 1 exited >&2; exit 3"']
+
+    @sanity_function
+    def ok(self):
+        return sn.assert_found(r'^result', self.stdout, msg='expected a result line in rfm_job.out')

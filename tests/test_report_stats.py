@@ -1,0 +1,107 @@
+"""The report's statistics (stackproof.report.stats) and how runs become labelled rows."""
+import json
+
+import numpy as np
+import pytest
+
+from stackproof.report import build, load_run
+from stackproof.report.stats import compare, direction, interval_rank, summarize
+
+
+@pytest.mark.parametrize("m,n,k,coverage", [(3, 3, 1, 0.90), (4, 4, 1, 0.9714), (5, 5, 3, 0.9683),
+                                            (6, 6, 6, 0.9589), (10, 10, 24, 0.9567)])
+def test_exact_mann_whitney_interval_ranks(m, n, k, coverage):
+    # the table of ../shared/notes/benchmarks.md section 6, and the usual critical values for 10 + 10
+    assert interval_rank(m, n) == (k, pytest.approx(coverage, abs=1e-4))
+
+
+def test_ratio_interval_and_direction():
+    lat_b, lat_o = [5.0, 5.1, 5.2, 5.05, 5.15], [10.0, 10.1, 10.2, 10.05, 10.15]
+    c = compare(lat_b, lat_o, direction("lat_8B", "us"))
+    assert c.verdict == "worse" and c.lo > 1.9 and c.hi < 2.1 and c.level > 0.95
+    assert c.ratio == pytest.approx(2.0, rel=0.02) and c.pct == pytest.approx(98.0, abs=0.5)
+    c = compare(lat_b, lat_o, direction("bw_1MiB", "MB/s"))
+    assert c.verdict == "better"
+    # overlapping samples: no significant difference, the interval includes 1
+    c = compare([5.0, 5.3, 5.1, 5.2, 5.4], [5.25, 5.05, 5.35, 5.15, 5.45], -1)
+    assert c.verdict == "no significant difference" and c.lo < 1 < c.hi
+    # too few repeats: a ratio but no interval and no verdict
+    c = compare([5.0, 5.1], [9.0, 9.1], -1)
+    assert c.verdict == "no verdict" and "too few repeats" in c.why and c.lo is None
+    assert compare([0.0, 0.0, 0.0], [0.0, 0.1, 0.0], -1).verdict == "no verdict"
+
+
+def test_directions():
+    assert direction("lat_8B", "us") == -1 and direction("solve_time", "s") == -1 and direction("std", "us") == -1
+    assert direction("fom", "nnz/s") == 1 and direction("copy_bw", "MB/s") == 1 and direction("bw_4194304B", "MB/s") == 1
+    assert direction("widgets", "") == 0
+
+
+def test_a_stack_against_itself_is_rarely_called_different():
+    """A/A self-check: two draws from one distribution, 5 + 5 repeats, 400 rows -> about 3 % called."""
+    rng = np.random.default_rng(11)
+    called = sum(compare(rng.lognormal(1.6, 0.05, 5), rng.lognormal(1.6, 0.05, 5), -1).verdict
+                 != "no significant difference" for _ in range(400))
+    assert called <= 0.06 * 400
+
+
+def test_summary_spread():
+    s = summarize([3.0, 1.0, 2.0, 10.0])
+    assert (s.n, s.median, s.lo, s.hi) == (4, 2.5, 1.0, 10.0)
+
+
+def _report(tmp_path, name, uuid, stack_values, env_field="environ", reason=None):
+    tcs = []
+    for stack, values in stack_values.items():
+        for i, v in enumerate(values):
+            tcs.append({"name": f"NetPIPE %repeat_index={i}", "display_name": f"NetPIPE %repeat_index={i}",
+                        "unique_name": f"NetPIPE_{i}", "system": "s", "partition": "p", env_field: stack,
+                        "environ": stack, "result": "pass", "fail_phase": None, "fail_reason": None,
+                        "repeat_index": i, "perfvalues": {"s:p:lat_8B": [v, 0, None, None, "us", "pass"]}})
+    if reason:
+        tcs.append({"name": "AMGBenchmark", "unique_name": "AMG", "system": "s", "partition": "p",
+                    "environ": next(iter(stack_values)), "result": "fail", "fail_phase": "sanity",
+                    "fail_reason": reason, "perfvalues": {}})
+    p = tmp_path / name
+    p.write_text(json.dumps({"session_info": {"uuid": uuid, "stack": "+".join(stack_values)},
+                             "runs": [{"testcases": tcs}]}))
+    return p
+
+
+def test_the_same_stack_in_two_sessions_is_never_merged_silently(tmp_path):
+    a = _report(tmp_path, "a.json", "aaaaaaaa-1", {"vendor": [5.0, 5.1, 5.2], "commodity": [4.0, 4.1, 4.2]})
+    b = _report(tmp_path, "b.json", "bbbbbbbb-2", {"vendor": [6.0, 6.1, 6.2]})
+    data = build(load_run(str(a)) + load_run(str(b)), tmp_path / "r", "t")
+    # recorded order stack=vendor+commodity: vendor is the first stack, hence the default baseline
+    assert data["stacks"] == ["vendor@aaaaaaaa", "commodity", "vendor@bbbbbbbb"]
+    assert data["baseline"] == "vendor@aaaaaaaa"
+    assert any("ran in sessions aaaaaaaa-1, bbbbbbbb-2" in n for n in data["notes"])
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "shown separately as vendor@aaaaaaaa, vendor@bbbbbbbb" in md
+    # the same LABEL= given to both: merged, and the report says so
+    data = build(load_run(f"v={a}") + load_run(f"v={b}"), tmp_path / "r2", "t")
+    assert data["stacks"] == ["v"] and any("merges sessions" in n for n in data["notes"])
+
+
+def test_a_long_failure_reason_is_kept_whole(tmp_path):
+    reason = "sanity error: " + " ".join(f"line{i}" for i in range(120)) + "\nsecond line of the reason"
+    a = _report(tmp_path, "a.json", "u1", {"commodity": [4.0, 4.1, 4.2]}, reason=reason)
+    build(load_run(str(a)), tmp_path / "r", "t")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert reason in md and len(reason) > 600
+
+
+def test_extra_sections_reach_both_formats(tmp_path):
+    from stackproof.report import Section, Table
+    a = _report(tmp_path, "a.json", "u1", {"commodity": [4.0, 4.1, 4.2], "vendor": [4.0, 4.2, 4.1]})
+
+    def who_stole_the_time(ctx):
+        return Section("Who stole the time", text=[f"{len(ctx.cases)} cases, baseline {ctx.baseline}"],
+                       tables=[Table(["culprit", "share"], [["kworker", "61 %"]])],
+                       markdown="*from the noise hunt*", html="<p class='hunt'>from the noise hunt</p>")
+    build(load_run(str(a)), tmp_path / "r", "t", extra_sections=[who_stole_the_time, lambda ctx: None])
+    md, html = (tmp_path / "r" / "report.md").read_text(), (tmp_path / "r" / "report.html").read_text()
+    assert "## Who stole the time" in md and "| kworker | 61 % |" in md and "*from the noise hunt*" in md
+    assert "6 cases, baseline commodity" in md
+    assert "<h2>Who stole the time</h2>" in html and "<p class='hunt'>from the noise hunt</p>" in html
+    assert "<td>kworker</td>" in html
