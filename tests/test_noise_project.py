@@ -253,3 +253,16 @@ def test_cli_rejects_runs_without_usable_traces(tmp_path):
          "outputdir": str(tmp_path / "missing")}]}]}))
     proc = run_cli("--run", str(tmp_path))
     assert proc.returncode != 0 and "kept its trace" in proc.stderr
+
+
+def test_report_section_from_the_projection_output(tmp_path):
+    from types import SimpleNamespace
+    from stackproof.noise.scale.render import report_section
+    ctx = SimpleNamespace(img=tmp_path / "img")
+    assert report_section(ctx) is None                   # the projection did not run: no section
+    proc = run_cli("--signature", "10Hz:2.5ms", "--nodes", "1,16", "--iterations", "20",
+                   "-o", str(tmp_path / "project"))
+    assert proc.returncode == 0, proc.stderr
+    section = report_section(ctx)
+    assert section.title.startswith("Noise at scale")
+    assert section.tables[0].header[-2:] == ["1 nodes", "16 nodes"] and section.figures

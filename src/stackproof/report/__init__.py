@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from ..errors import StackproofError
+from ..noise.scale.render import report_section as noise_at_scale_section
 from .cli import register
 from .measures import curves_section, noise_rows, noise_section
 from .render import write
@@ -49,8 +50,8 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
     ctx = Context(cases=cases, rows=perf_rows(cases), stacks=stacks, baseline=baseline, img=img, notes=notes)
     sessions = sessions_of(cases)
     builders = [verdict_section, lambda c: summary_section(c, sessions), identity_section,
-                bandwidth_fraction_section, curves_section, noise_section, skipped_section, failed_section,
-                references_section]
+                bandwidth_fraction_section, curves_section, noise_section, noise_at_scale_section,
+                skipped_section, failed_section, references_section]
     sections = []
     for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):
         s = b(ctx)
