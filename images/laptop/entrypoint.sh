@@ -19,8 +19,6 @@ smoke) exec /usr/local/share/stackproof-images/smoke.sh ;;
 shell) exec /bin/bash ;;
 acceptance)
   [ $# -gt 0 ] && shift
-  PYTHONPATH=/opt/stackproof/share/stackproof/src${PYTHONPATH:+:$PYTHONPATH}
-  export PYTHONPATH
   python3 -c 'import stackproof.acceptance' 2>/dev/null || {
     echo "stackproof-laptop: this image's stackproof has no acceptance module; running the smoke" >&2
     exec /usr/local/share/stackproof-images/smoke.sh
