@@ -24,7 +24,7 @@ NOT_IN_A_CLONE = shutil.ignore_patterns(".git", ".venv", "build", "reports", ".r
 
 def _clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "STACKPROOF_DATA", "PYTHONHOME", "VIRTUAL_ENV")}
+           if k not in ("PYTHONPATH", "STACKPROOF_DATA", "STACKPROOF_WORK", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(extra)
     return env
 
@@ -65,11 +65,12 @@ def installed(clone, tmp_path_factory):
 
 def test_installed_package_uses_its_installed_data(installed):
     venv, work = installed
-    out = _run([venv / "bin/python", "-c", "import json, stackproof.paths as p; "
-                "print(json.dumps([p.__file__, str(p.REPO), p.source_tree() and str(p.source_tree())]))"],
+    out = _run([venv / "bin/python", "-c", "import json, stackproof.paths as p; print(json.dumps("
+                "[p.__file__, str(p.REPO), p.source_tree() and str(p.source_tree()), str(p.work_dir())]))"],
                cwd=work).stdout
-    module, repo, src = json.loads(out)
+    module, repo, src, outputs = json.loads(out)
     assert Path(module).is_relative_to(venv) and src is None
+    assert Path(outputs) == work.resolve(), "an installed package writes build outputs in the cwd, not its prefix"
     assert Path(repo) == venv / "share" / "stackproof"
     for f in ("slurm-conf/profiles.yaml", "slurm-conf/nodetypes/lassen.yaml", "reframe-tests/run.py",
               "reframe-tests/config/site.py", "images/warewulf/cluster.yaml", "fwq/CMakeLists.txt"):
@@ -80,6 +81,15 @@ def test_installed_package_uses_its_installed_data(installed):
               if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
     missing = [str(w) for w in wanted if not (pkg / w).is_file()]
     assert not missing, f"not in the wheel (add them to package-data in pyproject.toml): {missing}"
+
+
+def test_data_root_in_a_checkout_and_overridden(tmp_path):
+    code = "import stackproof.paths as p; print(p.REPO, p.work_dir())"
+    out = _run([sys.executable, "-c", code], cwd=tmp_path).stdout.split()
+    assert out == [str(SRC), str(SRC)]
+    env = _clean_env(STACKPROOF_DATA=str(tmp_path), STACKPROOF_WORK=str(tmp_path / "w"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.stdout.split() == [str(tmp_path.resolve()), str((tmp_path / "w").resolve())], out.stderr
 
 
 def test_installed_slurm_render_outside_the_repo(installed):

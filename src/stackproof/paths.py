@@ -8,8 +8,8 @@ repository's layout. It is, in this order:
      editable install;
   3. <prefix>/share/stackproof of the installation (setup.py's data-files: a non-editable
      `pip install .`, a wheel, Spack's py-stackproof, the images' venv).
-Build outputs (build/, reports/) live in a source checkout only: `source_tree()` says whether
-there is one.
+Build outputs (build/, reports/) are not data: `work_dir()` says where they go, `source_tree()`
+whether there is a checkout at all.
 """
 import os
 import sys
@@ -48,6 +48,13 @@ def data_root() -> Path:
 
 
 REPO = data_root()
+
+
+def work_dir() -> Path:
+    """Where build outputs and reports go (build/, reports/): $STACKPROOF_WORK, else the source
+    checkout, else the current directory (an installed package never writes into its prefix)."""
+    env = os.environ.get("STACKPROOF_WORK")
+    return Path(env).resolve() if env else (source_tree() or Path.cwd())
 
 
 def shared_dir() -> Path:
