@@ -60,6 +60,9 @@ def installed(clone, tmp_path_factory):
     _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check", wheel], cwd=tmp)
     work = tmp / "elsewhere"
     work.mkdir()
+    # Spack's way: `pip install --prefix PREFIX`, then PYTHONPATH=PREFIX/lib/pythonX.Y/site-packages
+    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check",
+          "--ignore-installed", "--prefix", tmp / "prefix", wheel], cwd=tmp)
     return venv, work
 
 
@@ -81,6 +84,19 @@ def test_installed_package_uses_its_installed_data(installed):
               if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
     missing = [str(w) for w in wanted if not (pkg / w).is_file()]
     assert not missing, f"not in the wheel (add them to package-data in pyproject.toml): {missing}"
+
+
+def test_prefix_install_finds_its_own_data(installed):
+    """Installed with --prefix (Spack) and run by another interpreter: the data of that prefix."""
+    venv, work = installed
+    prefix = venv.parent / "prefix"
+    site, = prefix.glob("lib/python*/site-packages")
+    code = "import json, stackproof.paths as p; print(json.dumps([p.__file__, str(p.REPO)]))"
+    proc = subprocess.run([venv / "bin/python", "-c", code], cwd=work, capture_output=True, text=True,
+                          env=_clean_env(PYTHONPATH=str(site)))
+    module, repo = json.loads(proc.stdout)
+    assert Path(module).is_relative_to(site) and Path(repo) == prefix / "share" / "stackproof"
+    assert (Path(repo) / "slurm-conf" / "profiles.yaml").is_file()
 
 
 def test_data_root_in_a_checkout_and_overridden(tmp_path):
