@@ -101,9 +101,10 @@ def test_prefix_install_finds_its_own_data(installed):
 
 def test_data_root_in_a_checkout_and_overridden(tmp_path):
     code = "import stackproof.paths as p; print(p.REPO, p.work_dir())"
-    out = _run([sys.executable, "-c", code], cwd=tmp_path).stdout.split()
-    assert out == [str(SRC), str(SRC)]
-    env = _clean_env(STACKPROOF_DATA=str(tmp_path), STACKPROOF_WORK=str(tmp_path / "w"))
+    here = _clean_env(PYTHONPATH=str(SRC / "src"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=here)
+    assert out.stdout.split() == [str(SRC), str(SRC)], out.stderr
+    env = dict(here, STACKPROOF_DATA=str(tmp_path), STACKPROOF_WORK=str(tmp_path / "w"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.stdout.split() == [str(tmp_path.resolve()), str((tmp_path / "w").resolve())], out.stderr
 
