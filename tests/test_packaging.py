@@ -68,12 +68,14 @@ def installed(clone, tmp_path_factory):
 
 def test_installed_package_uses_its_installed_data(installed):
     venv, work = installed
-    out = _run([venv / "bin/python", "-c", "import json, stackproof.paths as p; print(json.dumps("
-                "[p.__file__, str(p.REPO), p.source_tree() and str(p.source_tree()), str(p.work_dir())]))"],
-               cwd=work).stdout
+    code = ("import json, stackproof.paths as p; print(json.dumps("
+            "[p.__file__, str(p.REPO), p.source_tree() and str(p.source_tree()), str(p.work_dir())]))")
+    proc = subprocess.run([venv / "bin/python", "-c", code], cwd=work, capture_output=True, text=True,
+                          env=_clean_env(XDG_STATE_HOME=str(work / "state")))
+    out = proc.stdout
     module, repo, src, outputs = json.loads(out)
     assert Path(module).is_relative_to(venv) and src is None
-    assert Path(outputs) == work.resolve(), "an installed package writes build outputs in the cwd, not its prefix"
+    assert Path(outputs) == (work / "state" / "stackproof").resolve(), "installed: build outputs in the user's state dir"
     assert Path(repo) == venv / "share" / "stackproof"
     for f in ("slurm-conf/profiles.yaml", "slurm-conf/nodetypes/lassen.yaml", "reframe-tests/run.py",
               "reframe-tests/config/site.py", "images/warewulf/cluster.yaml", "fwq/CMakeLists.txt"):

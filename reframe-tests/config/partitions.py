@@ -162,7 +162,7 @@ def system(name, *, descr, hostnames, partitions, prefix=None):
 
 def default_prefix():
     """Where stage/output/perflog directories go: $STACKPROOF_RFM_PREFIX or <work dir>/build/reframe
-    (the checkout; the current directory for an installed package)."""
+    (the checkout; ~/.local/state/stackproof for an installed package: stackproof.paths.work_dir)."""
     from stackproof.paths import work_dir
     return os.environ.get('STACKPROOF_RFM_PREFIX') or str(work_dir() / 'build' / 'reframe')
 

@@ -52,9 +52,14 @@ REPO = data_root()
 
 def work_dir() -> Path:
     """Where build outputs and reports go (build/, reports/): $STACKPROOF_WORK, else the source
-    checkout, else the current directory (an installed package never writes into its prefix)."""
+    checkout, else $XDG_STATE_HOME/stackproof (~/.local/state/stackproof). An installed package never
+    writes into its prefix, and not into "the current directory" either: ReFrame changes into the
+    configuration's directory while it loads it."""
     env = os.environ.get("STACKPROOF_WORK")
-    return Path(env).resolve() if env else (source_tree() or Path.cwd())
+    if env:
+        return Path(env).resolve()
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return source_tree() or Path(state).resolve() / "stackproof"
 
 
 def shared_dir() -> Path:
