@@ -31,6 +31,7 @@ deps: venv
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements-lock.txt
 	@echo "== python venv $(VENV)"
+	@test -x $(PY) || ./scripts/install-deps.sh  # python3-venv first, on a fresh machine
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-lock.txt
 	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .

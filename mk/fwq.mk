@@ -6,7 +6,7 @@
 FWQ_BUILD := $(BUILD)/fwq
 
 .PHONY: fwq fwq-ctest bench-fwq
-fwq:
+fwq: | deps
 	@echo "== fwq: cmake build in $(FWQ_BUILD)"
 	@mkdir -p $(FWQ_BUILD)
 	@cmake -S $(REPO)/fwq -B $(FWQ_BUILD) -DCMAKE_BUILD_TYPE=Release > $(FWQ_BUILD)/configure.log 2>&1 \

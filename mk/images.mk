@@ -16,7 +16,7 @@ TEST_TARGETS += images-test
 images-tools:
 	@./images/common/host-tools.sh
 
-images-lint: venv
+images-lint: venv images-tools
 	@PATH="$(VENV)/bin:$$PATH" ./images/common/lint.sh
 
 images-debian: venv images-tools

@@ -9,7 +9,8 @@ TEST_TARGETS  += mpibind-test
 
 .PHONY: mpibind-build mpibind-test bench-mpibind mpibind-install
 
-$(MPIBIND_BUILD)/CMakeCache.txt: $(MPIBIND_SRC)/CMakeLists.txt
+# deps (order-only): cmake, hwloc and the venv's Python must exist before configuring, from a fresh clone too.
+$(MPIBIND_BUILD)/CMakeCache.txt: $(MPIBIND_SRC)/CMakeLists.txt | deps
 	@echo "== mpibind: configure"
 	@mkdir -p $(MPIBIND_BUILD)
 	@cmake -S $(MPIBIND_SRC) -B $(MPIBIND_BUILD) -DPython3_EXECUTABLE=$(PY) \
@@ -18,7 +19,7 @@ $(MPIBIND_BUILD)/CMakeCache.txt: $(MPIBIND_SRC)/CMakeLists.txt
 
 # The Python binding is installed into the venv from the build tree, where CMake
 # recorded the library path (mpibind/_libpath.py); reinstalled when it changes.
-$(MPIBIND_BUILD)/.pip-installed: $(MPIBIND_BUILD)/lib/libmpibind.so $(MPIBIND_BUILD)/python/mpibind/__init__.py $(MPIBIND_BUILD)/python/pyproject.toml $(MPIBIND_BUILD)/python/mpibind/_libpath.py
+$(MPIBIND_BUILD)/.pip-installed: $(MPIBIND_BUILD)/lib/libmpibind.so $(MPIBIND_BUILD)/python/mpibind/__init__.py $(MPIBIND_BUILD)/python/pyproject.toml $(MPIBIND_BUILD)/python/mpibind/_libpath.py | venv
 	@echo "== mpibind: pip install the Python binding into $(VENV)"
 	@$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
 	  --force-reinstall $(MPIBIND_BUILD)/python >$(MPIBIND_BUILD)/pip.log 2>&1 \

@@ -7,7 +7,8 @@
 #   install-stack.sh users                      munge/slurm accounts with fixed ids (before packages)
 #   install-stack.sh install-packages DISTRO [gpu]
 #   install-stack.sh require-view DIR           fail clearly unless DIR is a Spack view
-#   install-stack.sh components SRC PREFIX      build mpibind (+ SPANK plugin), FWQ and stackproof from SRC
+#   install-stack.sh components SRC PREFIX      build mpibind (+ SPANK plugin) and FWQ from SRC; pip install
+#                                               stackproof (SRC) into PREFIX/venv
 #   install-stack.sh system-side                directories, services, profile tooling
 #   install-stack.sh scrub                      delete munge keys, SSH host keys, machine-id, caches
 #   install-stack.sh manifest FILE              packages and versions, plus our components
@@ -28,7 +29,7 @@ packages() {
       rsyslog which \
       munge slurm-slurmd slurm-devel slurm-pam_slurm hwloc hwloc-devel irqbalance tuna procps-ng \
       util-linux openmpi openmpi-devel gcc make cmake pkgconf-pkg-config \
-      python3.11 python3.11-pyyaml python3.11-numpy
+      python3.11 python3.11-pyyaml python3.11-numpy python3.11-pip python3.11-setuptools python3.11-wheel
     [ "${2:-}" = gpu ] && echo nvidia-driver nvidia-driver-cuda datacenter-gpu-manager
     ;;
   debian12)
@@ -38,7 +39,7 @@ packages() {
       munge slurmd slurmctld slurm-client libslurm-dev libpmix2 \
       openmpi-bin libopenmpi-dev hwloc libhwloc-dev \
       gcc libc6-dev make cmake pkg-config \
-      irqbalance tuna python3 python3-yaml python3-numpy python3-venv
+      irqbalance tuna python3 python3-yaml python3-numpy python3-venv python3-wheel
     [ "${2:-}" = gpu ] && echo nvidia-driver nvidia-smi
     ;;
   *) die "unknown distribution '$1' (el9 | debian12)" ;;
@@ -93,8 +94,8 @@ container environment first (spack-envs/container, see docs/images.md) and pass 
 
 components() {
   src=$1 prefix=$2
-  for f in mpibind/CMakeLists.txt fwq/CMakeLists.txt pyproject.toml src/stackproof/cli.py slurm-conf/profiles.yaml; do
-    [ -f "$src/$f" ] || die "missing $src/$f: the image needs the stackproof source tree (mpibind, fwq, src, slurm-conf)"
+  for f in mpibind/CMakeLists.txt fwq/CMakeLists.txt pyproject.toml setup.py src/stackproof/cli.py slurm-conf/profiles.yaml; do
+    [ -f "$src/$f" ] || die "missing $src/$f: the image needs the stackproof source tree (mpibind, fwq, src, slurm-conf, ...)"
   done
   build=$(mktemp -d)
   # hwloc >= 2.5 for mpibind: the distribution's (Debian) or the Spack view's (EL9 ships 2.4)
@@ -107,17 +108,15 @@ components() {
   cmake --build "$build/fwq" -j "$(nproc)"
   cmake --install "$build/fwq"
   [ -x "$prefix/bin/fwq-mpi" ] || die "fwq-mpi was not built (MPI not found by CMake?)"
-  # stackproof runs from its source tree (it finds slurm-conf/ next to src/), on the system python
-  mkdir -p "$prefix/share/stackproof"
-  cp -r "$src/src" "$src/slurm-conf" "$src/pyproject.toml" "$prefix/share/stackproof/"
-  find "$prefix/share/stackproof" -name __pycache__ -prune -exec rm -rf {} +
+  # stackproof: a normal (non-editable) pip install of the source tree, offline, into a venv that sees
+  # the distribution's PyYAML/numpy (and setuptools/wheel to build it); the data it reads at run time
+  # (slurm-conf/, reframe-tests/, images/, ...) lands in $prefix/venv/share/stackproof (setup.py)
   python=python3
   command -v python3.11 >/dev/null 2>&1 && python=python3.11
-  cat > /usr/local/bin/stackproof <<LAUNCHER
-#!/bin/sh
-PYTHONPATH=$prefix/share/stackproof/src\${PYTHONPATH:+:\$PYTHONPATH} exec $python -m stackproof.cli "\$@"
-LAUNCHER
-  chmod 0755 /usr/local/bin/stackproof
+  "$python" -m venv --system-site-packages "$prefix/venv"
+  "$prefix/venv/bin/python" -m pip install --no-deps --no-build-isolation --no-index --no-cache-dir \
+    --disable-pip-version-check "$src"
+  ln -sf "$prefix/venv/bin/stackproof" /usr/local/bin/stackproof
   for tool in mpibind fwq-mpi fwq-th fwq-noise; do ln -sf "$prefix/bin/$tool" "/usr/local/bin/$tool"; done
   rm -rf "$build"
   /usr/local/bin/stackproof --version

@@ -151,9 +151,10 @@ def system(name, *, descr, hostnames, partitions, prefix=None):
 
 
 def default_prefix():
-    """Where stage/output/perflog directories go: $STACKPROOF_RFM_PREFIX or <repo>/build/reframe."""
-    from stackproof.paths import REPO
-    return os.environ.get('STACKPROOF_RFM_PREFIX') or str(REPO / 'build' / 'reframe')
+    """Where stage/output/perflog directories go: $STACKPROOF_RFM_PREFIX or <work dir>/build/reframe
+    (the checkout; ~/.local/state/stackproof for an installed package: stackproof.paths.work_dir)."""
+    from stackproof.paths import work_dir
+    return os.environ.get('STACKPROOF_RFM_PREFIX') or str(work_dir() / 'build' / 'reframe')
 
 
 def topology_file(nt: NodeType):

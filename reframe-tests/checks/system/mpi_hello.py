@@ -3,6 +3,7 @@ size is right and an allreduce over all ranks adds up. Binding-free, so it runs 
 local one included). The program is the one `make acceptance` uses (src/stackproof/data/)."""
 import os
 import sys
+from importlib import resources
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
 
@@ -10,7 +11,6 @@ import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
 from reframe.core.builtins import run_after, sanity_function   # noqa: E402
 
-from stackproof.paths import REPO                       # noqa: E402
 from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
 
 
@@ -18,7 +18,7 @@ from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
 class MPIHello(StackproofMixin, rfm.RegressionTest):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
-    sourcesdir = str(REPO / 'src/stackproof/data')
+    sourcesdir = str(resources.files('stackproof') / 'data')   # package data: a checkout or an install
     sourcepath = 'mpi_hello.c'
     build_system = 'SingleSource'
     time_limit = '5m'
