@@ -90,8 +90,13 @@ def _where(args) -> str:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if tuple(argv[:2]) in PROGRAMS:
+        # The program parses its own options (argparse's REMAINDER would take some of them for ours).
+        args = argparse.Namespace(_command=argv[0], action=argv[1], argv=argv[2:],
+                                  func=_program(PROGRAMS[tuple(argv[:2])][0]))
+    else:
+        args = build_parser().parse_args(argv)
     where = _where(args)
     try:
         rc = args.func(args)

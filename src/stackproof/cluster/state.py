@@ -68,8 +68,16 @@ class Settings:
             raise StackproofError(f"--ports must be two ports between 1 and 65535 (got {ports})")
         if ports[0] == ports[1]:
             raise StackproofError(f"--ports: slurmctld and slurmd need different ports (got {ports[0]} twice)")
-        if self.noise_daemon and not NOISE_DAEMON.fullmatch(self.noise_daemon):
-            raise StackproofError(f"--noise-daemon {self.noise_daemon!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+        if self.noise_daemon:
+            m = NOISE_DAEMON.fullmatch(self.noise_daemon)
+            if not m:
+                raise StackproofError(f"--noise-daemon {self.noise_daemon!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+            freq, dur = float(m.group(1)), m.group(2)
+            unit = next(u for u in ("ns", "us", "ms", "s") if dur.endswith(u))
+            seconds = float(dur[:-len(unit)]) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+            if freq <= 0 or seconds <= 0 or seconds * freq >= 1:
+                raise StackproofError(f"--noise-daemon {self.noise_daemon}: the duration must be shorter than "
+                                      f"the period (1/{m.group(1)} s) and both positive")
         if not MPIBIND_ARGS.fullmatch(self.mpibind_args or ""):
             raise StackproofError(f"--mpibind-args {self.mpibind_args!r}: only letters, digits and _=,.:/- allowed")
         if self.mpibind_plugin is not None and not Path(self.mpibind_plugin).is_file():
