@@ -113,7 +113,7 @@ class Cluster:
             else:
                 log("already up" + (f"; restarted {', '.join(restarted)}" if restarted else ""))
                 return st
-        if st:
+        elif st:
             log("settings changed: restarting the cluster with the new configuration")
         self.down(quiet=True)  # also what an interrupted up or a corrupt state left
         self._check_host(settings, st)
