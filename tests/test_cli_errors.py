@@ -178,3 +178,43 @@ def test_cluster_up_rejects_bad_input_before_acting(tmp_path, args, fragment, ca
         pytest.skip(lines[-1])
     assert_one_error_line(rc, lines, 2 if "different ports" in fragment else 1, fragment)
     assert not (tmp_path / "c").exists()          # nothing created, nothing started
+
+
+@root_only
+def test_cluster_up_refuses_a_run_dir_under_a_parent_others_may_write(tmp_path, capsys):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)                  # world-writable, no sticky bit: anyone could swap our dir
+    rc, lines = run_cli(["cluster", "--run-dir", str(shared / "c"), "up", "--ports", "17891,17892"], capsys)
+    if rc == 1 and "missing packages" in lines[-1]:
+        pytest.skip(lines[-1])
+    assert_one_error_line(rc, lines, 1, "writable by others")
+    assert not (shared / "c").exists()
+
+
+def test_state_is_written_atomically_and_corruption_is_detected(tmp_path):
+    from stackproof.cluster.state import CorruptState, State, load_state, save_state
+    path = tmp_path / "cluster.json"
+    assert load_state(path) is None
+    st = State(settings={"profile": "baseline"}, node_names=["n1"], netns=["spkabc-ctl"])
+    save_state(path, st)
+    assert load_state(path) == st and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]       # no temporary left behind
+    for damage in (path.read_text()[:20], "[1, 2]", '{"settings": {}, "node_names": [], "bogus": 1}', ""):
+        path.write_text(damage)
+        with pytest.raises(CorruptState):
+            load_state(path)
+
+
+def test_slurm_values_are_validated_before_rendering():
+    from stackproof.nodetype import load
+    from stackproof.profiles import plan
+    from stackproof.slurmconf import Site, render
+    nt = load("lassen")
+    prof = plan(nt, "baseline")
+    for bad in (dict(controller="x\nProlog=/tmp/evil"), dict(nodes=["n1", "n 2"]), dict(slurmctld_port=0),
+                dict(slurmd_port=65536), dict(run_dir="/tmp/a b"), dict(mpibind_args="x\ny"),
+                dict(extra=["A=1\nB=2"]), dict(controller_addr="1.2.3.4\n"), dict(cluster_name="")):
+        site = Site(**{"cluster_name": "c", "nodes": ["n1"], **bad})
+        with pytest.raises(StackproofError):
+            render(nt, prof, site)
