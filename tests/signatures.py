@@ -69,3 +69,39 @@ def node_fill(trace, period_ms: float, duration_us: float, skip_first: int = 1) 
 def describe(trace, period_ms: float, duration_us: float) -> str:
     return ", ".join(f"cpu {r.get('cpu')}: fill {fill(trace, i, period_ms, duration_us):.2f}"
                      for i, r in enumerate(trace.ranks))
+
+
+# ---- a source on the realtime grid (fwq-noise --sync: bursts at multiples of the period) -----------
+# Its phase is known, so a co-tenant running the very same signature at another phase is not counted.
+
+def _grid_hits(trace, rank: int, period_ms: float, duration_us: float, skip_first: int):
+    d = trace.durations_us()[rank, skip_first:]
+    s = trace.starts_us()[rank, skip_first:]
+    t_ns = int(trace.ranks[rank]["t0_realtime_ns"]) + _long_detours(d, s, duration_us) * 1e3
+    p_ns = period_ms * 1e6
+    off = (t_ns + p_ns / 2) % p_ns - p_ns / 2          # signed distance to the nearest grid point
+    # a detour is dated by the start of its sample (up to a quantum early); the burst may wake late
+    hit = (off >= -(_quantum(trace) + 1000) * 1e3) & (off <= 2000e3)
+    slots = np.floor((t_ns[hit] + p_ns / 2) / p_ns)
+    span_ns = float(d.sum()) * 1e3
+    start = int(trace.ranks[rank]["t0_realtime_ns"]) + float(s[0]) * 1e3 if d.size else 0.0
+    return set(slots.tolist()), start, start + span_ns
+
+
+def grid_fill(trace, rank: int, period_ms: float, duration_us: float, skip_first: int = 1) -> float:
+    """Fraction of the rank's periods holding a long detour at the grid phase."""
+    slots, t0, t1 = _grid_hits(trace, rank, period_ms, duration_us, skip_first)
+    return min(len(slots) / max((t1 - t0) / (period_ms * 1e6), 1.0), 1.0)
+
+
+def node_grid_fill(trace, period_ms: float, duration_us: float, skip_first: int = 1) -> float:
+    """The same for the node (union over ranks): a floating source hits one core or another."""
+    hits = [_grid_hits(trace, i, period_ms, duration_us, skip_first) for i in range(trace.nranks)]
+    slots = set().union(*(h[0] for h in hits))
+    t0, t1 = min(h[1] for h in hits), max(h[2] for h in hits)
+    return min(len(slots) / max((t1 - t0) / (period_ms * 1e6), 1.0), 1.0)
+
+
+def describe_grid(trace, period_ms: float, duration_us: float) -> str:
+    return ", ".join(f"cpu {r.get('cpu')}: grid fill {grid_fill(trace, i, period_ms, duration_us):.2f} "
+                     f"(any phase {fill(trace, i, period_ms, duration_us):.2f})" for i, r in enumerate(trace.ranks))

@@ -20,7 +20,7 @@ import pytest
 from conftest import require_root
 from stackproof import noise
 from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq, shielded
-from signatures import MARGIN, SOURCE_FILL, describe, fill
+from signatures import MARGIN, SOURCE_FILL, describe_grid, grid_fill
 
 SIGNATURE = dict(freq_hz=10, duration="2500us")  # seed 000's 10 Hz / 2.5 ms
 NSAMPLES, QUANTUM = 2500, "1.4ms"                  # ~3.5 s per run
@@ -59,7 +59,8 @@ def _available(name):
 
 def _run(tmp_path, launcher_name, cpus, n, inject_cpu, label):
     launcher, mode, threads_cpus = LAUNCHERS[launcher_name](cpus, n)
-    with Injector(cpus=inject_cpu, **SIGNATURE) as inj:
+    # --sync: bursts on the realtime grid, so the trace's detours are attributed by phase as well
+    with Injector(cpus=inject_cpu, sync=True, **SIGNATURE) as inj:
         trace = run_fwq(tmp_path / f"{label}.dat", NSAMPLES, launcher=launcher, quantum=QUANTUM, mode=mode,
                         threads_cpus=threads_cpus, nice=-20, label=label)
     return trace, inj.report
@@ -94,20 +95,20 @@ def shared_core_run(request, tmp_path_factory):
     trace, report = _run(tmp, request.param, "0,1", 2, "0", "injected")
     stats = noise.core_stats(trace)
     _record(f"{request.param}/injected", {"injector": report, "cores": _core_summary(stats),
-                                          "signatures": describe(trace, PERIOD_MS, DURATION_US)})
+                                          "signatures": describe_grid(trace, PERIOD_MS, DURATION_US)})
     return request.param, tmp, trace, stats, report
 
 
 def test_injected_cpu_is_most_affected_with_its_period(shared_core_run):
-    """Attribution by signature: the injector's 100 ms / 2.5 ms train fills CPU 0's periods (where it
-    runs), and CPU 1's clearly less, in the same run. (Which core has the larger std is not asserted:
+    """Attribution by signature: the injector's 100 ms / 2.5 ms train, on the realtime grid, fills
+    CPU 0's periods (where it runs), and CPU 1's clearly less, in the same run. (Which core has the larger std is not asserted:
     a co-tenant decides that.)"""
     launcher, _, trace, stats, report = shared_core_run
     assert sorted(s.cpu for s in stats) == [0, 1]
     rank_of = {s.cpu: i for i, s in enumerate(stats)}
-    on0, on1 = (fill(trace, rank_of[c], PERIOD_MS, DURATION_US) for c in (0, 1))
-    assert on0 >= SOURCE_FILL, describe(trace, PERIOD_MS, DURATION_US)
-    assert on1 <= on0 - MARGIN, describe(trace, PERIOD_MS, DURATION_US)
+    on0, on1 = (grid_fill(trace, rank_of[c], PERIOD_MS, DURATION_US) for c in (0, 1))
+    assert on0 >= SOURCE_FILL, describe_grid(trace, PERIOD_MS, DURATION_US)
+    assert on1 <= on0 - MARGIN, describe_grid(trace, PERIOD_MS, DURATION_US)
     # the injector kept its promise, by its own accounting (which co-tenants cannot inflate)
     assert report["cpus"][0]["cpu"] == 0 and report["policy"] == "fifo"
     assert report["duty_cycle"] == pytest.approx(0.025, rel=0.2)
@@ -121,8 +122,8 @@ def test_noise_on_a_system_core_spares_the_application_core(shared_core_run):
     moved, report = _run(tmp, launcher, "1", 1, "0", "corespec")
     app = noise.core_stats(moved)
     shared_std = noise.most_affected(shared_stats).std_us
-    shared_fill = max(fill(shared, i, PERIOD_MS, DURATION_US) for i in range(shared.nranks))
-    app_fill = fill(moved, 0, PERIOD_MS, DURATION_US)
+    shared_fill = max(grid_fill(shared, i, PERIOD_MS, DURATION_US) for i in range(shared.nranks))
+    app_fill = grid_fill(moved, 0, PERIOD_MS, DURATION_US)
     _record(f"{launcher}/corespec", {"injector": report, "cores": _core_summary(app), "shared_std_us": shared_std,
                                      "std_ratio": app[0].std_us / shared_std, "fill": app_fill,
                                      "shared_fill": shared_fill})

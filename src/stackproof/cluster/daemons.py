@@ -57,7 +57,8 @@ def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> i
     """A node daemon that steals the CPU like snmpd or irqbalance did on the paper's nodes:
     fwq-noise with one floating thread (the OS places it). The profile treats it like the other
     daemons: bound to the system CPUs when the profile reserves them, left to the OS otherwise
-    (so free cores can absorb it). Checked alive after start (a signature whose duration is not
+    (so free cores can absorb it). Its bursts fall on the realtime grid (--sync, multiples of the
+    period), so a trace attributes them by phase, apart from any co-tenant's. Checked alive after start (a signature whose duration is not
     shorter than its period makes fwq-noise exit at once)."""
     from ..noise.run import binary
     m = NOISE_DAEMON.fullmatch(signature)
@@ -66,7 +67,7 @@ def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> i
     log_path = root / "log/noise-daemon.json"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen([str(binary("fwq-noise")), "--freq", m.group(1), "--duration", m.group(2),
-                                 "--cpus", "0", "--float"], stdout=log_file, stderr=subprocess.STDOUT,
+                                 "--cpus", "0", "--float", "--sync"], stdout=log_file, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         if system_cpus:
