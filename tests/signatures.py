@@ -75,17 +75,22 @@ def describe(trace, period_ms: float, duration_us: float) -> str:
 # Its phase is known, so a co-tenant running the very same signature at another phase is not counted.
 
 def _grid_hits(trace, rank: int, period_ms: float, duration_us: float, skip_first: int):
+    """Grid slots (period numbers) holding a long detour: the grid time falls inside the detour, which
+    is dated by the start of its first sample (up to a quantum before the burst) and may have merged
+    with co-tenant detours next to it; 2 ms of slack for a late wake-up."""
     d = trace.durations_us()[rank, skip_first:]
     s = trace.starts_us()[rank, skip_first:]
-    t_ns = int(trace.ranks[rank]["t0_realtime_ns"]) + _long_detours(d, s, duration_us) * 1e3
-    p_ns = period_ms * 1e6
-    off = (t_ns + p_ns / 2) % p_ns - p_ns / 2          # signed distance to the nearest grid point
-    # a detour is dated by the start of its sample (up to a quantum early); the burst may wake late
-    hit = (off >= -(_quantum(trace) + 1000) * 1e3) & (off <= 2000e3)
-    slots = np.floor((t_ns[hit] + p_ns / 2) / p_ns)
+    t, length = find_detours(d, s)
+    keep = length >= LENGTH_MARGIN * duration_us
+    t0 = int(trace.ranks[rank]["t0_realtime_ns"])
+    p_ns, slack_ns, q_ns = period_ms * 1e6, 2e6, _quantum(trace) * 1e3
+    begin = t0 + t[keep] * 1e3 - slack_ns
+    end = t0 + (t[keep] + length[keep]) * 1e3 + q_ns + slack_ns
+    first_grid = np.ceil(begin / p_ns)
+    hit = first_grid * p_ns <= end
     span_ns = float(d.sum()) * 1e3
-    start = int(trace.ranks[rank]["t0_realtime_ns"]) + float(s[0]) * 1e3 if d.size else 0.0
-    return set(slots.tolist()), start, start + span_ns
+    start = t0 + float(s[0]) * 1e3 if d.size else 0.0
+    return set(first_grid[hit].tolist()), start, start + span_ns
 
 
 def grid_fill(trace, rank: int, period_ms: float, duration_us: float, skip_first: int = 1) -> float:
