@@ -29,13 +29,25 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${#missing[@]} packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=900 update -qq
-  apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" \
-    | grep -E '^(Setting up|Unpacking)' | sed 's/^/  /' || true
+  # apt's full output goes to a log; on failure its last lines (the real error) are shown.
+  aptlog=$(mktemp /tmp/install-deps.XXXXXX.log)
+  apt_run() {
+    local rc=0
+    apt-get -o DPkg::Lock::Timeout=900 "$@" >"$aptlog" 2>&1 || rc=$?
+    grep -E '^(Setting up|Unpacking)' "$aptlog" | sed 's/^/  /' || true
+    if [ "$rc" -ne 0 ]; then
+      echo "install-deps: apt-get $1 failed (exit $rc); its last lines (full log: $aptlog):" >&2
+      tail -n 20 "$aptlog" | sed 's/^/  /' >&2
+      exit 1
+    fi
+  }
+  apt_run update -q
+  apt_run install -y -q --no-install-recommends "${missing[@]}"
   for p in "${missing[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-      || { echo "install-deps: package $p failed to install" >&2; exit 1; }
+      || { echo "install-deps: package $p is not installed after apt-get (log: $aptlog)" >&2; exit 1; }
   done
+  rm -f "$aptlog"
 else
   echo "install-deps: all ${#APT_PACKAGES[@]} Debian packages present"
 fi

@@ -244,6 +244,7 @@ def test_noise_daemon_is_bound_like_the_profiles_daemons(live_cluster):
     pid = st.noise_pid
     live_cluster.up(cl.Settings(profile="corespec", k=1))       # no daemon asked: it is stopped
     assert not cl._alive(pid)
+    before = live_cluster.status()
     with pytest.raises(StackproofError, match="expected FREQHz-DURATION"):
         live_cluster.up(cl.Settings(profile="baseline", noise_daemon="loud"))
-    assert live_cluster.load_state() is None                    # nothing half-started
+    assert live_cluster.status() == before                      # bad input left the running cluster alone

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import require_tools
+from signatures import MARGIN, SOURCE_FILL, describe, fill
 from stackproof import noise
 from stackproof.noise.run import binary, build_dir, mpi_env, mpirun_launcher, run_fwq, shielded
 
@@ -37,18 +38,30 @@ def test_threads_mode_writes_a_valid_trace(tmp_path):
     assert t.ticks.sum(dtype=np.int64) == t.ranks[0]["end_ticks"] - t.ranks[0]["t0_ticks"]
 
 
+CALIBRATIONS = 5
+
+
 @pytest.mark.parametrize("timer", ["monotonic_raw", "tsc"])
 def test_quantum_calibration_within_one_percent(tmp_path, timer):
+    """fwq calibrates its work loop to the quantum within 1 %. On a shared 2-vCPU machine a co-tenant on
+    the sibling hyperthread changes the loop's *speed* by 10-17 % for a while (measured: 2 of 20
+    calibrations and 5 of 20 runs were off by more than 1 %, all by 6-17 %), so one run cannot tell a
+    calibration bug from a speed change. A bug is systematic: it shows in most of CALIBRATIONS
+    independent calibrations; a speed change shows in few. So: the median calibration error is within
+    1 %, and at least one run's undisturbed samples (10th percentile) last the quantum within 1 %."""
     if timer == "tsc" and os.uname().machine != "x86_64":
         pytest.skip("TSC timer is x86-64 only")
-    # nice -20 in its own autogroup: co-tenants of this shared machine would otherwise hit most samples
-    t = run_fwq(tmp_path / "q.dat", 400, launcher=[], mode="threads", quantum="1ms", timer=timer, nice=-20)
-    assert t.meta["quantum_target_ns"] == 1_000_000
-    assert abs(t.meta["calibration_error"]) <= 0.01
-    # the run itself: undisturbed samples (10th percentile; noise only lengthens samples) last the quantum
-    assert np.percentile(t.durations_us(), 10) == pytest.approx(1000, rel=0.01)
-    if timer == "tsc":
-        assert t.meta["ticks_per_second"] == pytest.approx(t.meta["tsc_hz"])
+    errors, p10 = [], []
+    for i in range(CALIBRATIONS):
+        # nice -20 in its own autogroup: co-tenants of this shared machine would otherwise hit most samples
+        t = run_fwq(tmp_path / f"q{i}.dat", 400, launcher=[], mode="threads", quantum="1ms", timer=timer, nice=-20)
+        assert t.meta["quantum_target_ns"] == 1_000_000
+        if timer == "tsc":
+            assert t.meta["ticks_per_second"] == pytest.approx(t.meta["tsc_hz"])
+        errors.append(t.meta["calibration_error"])
+        p10.append(np.percentile(t.durations_us(), 10) / 1000 - 1)
+    assert np.median(np.abs(errors)) <= 0.01, errors
+    assert min(np.abs(p10)) <= 0.01, p10
 
 
 @pytest.mark.parametrize("args, message", [
@@ -155,14 +168,17 @@ def test_selfish_signal_mode_disturbs_only_chosen_rank(tmp_path, capsys):
     rep = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in rep["ranks"]] == [0]
     r0 = rep["ranks"][0]
-    assert r0["events"] == pytest.approx(20 * r0["elapsed_s"], rel=0.25)
-    # wall time in the handler is at least the target (more when a co-tenant preempts the handler);
-    # the CPU time the noise consumed is at most the target
-    assert r0["duty_cycle"] >= 0.9 * 0.04
+    # What co-tenants cannot fake: the timer never fires more often than 20 Hz; each event spins at
+    # least its 2 ms of wall time (preemption only adds); the CPU time it burns is at most that.
+    assert 4 <= r0["events"] <= 20 * r0["elapsed_s"] + 1
+    assert r0["duty_cycle"] * r0["elapsed_s"] / r0["events"] >= 0.9 * 0.002
     assert r0["cpu_duty_cycle"] <= 1.1 * 0.04
-    stats = noise.core_stats(noise.load(out))
-    assert stats[0].period_ms == pytest.approx(50, rel=0.1)
-    assert stats[0].detour_us == pytest.approx(2000, rel=0.1)
+    # and the trace shows the signature (50 ms period, >= 2 ms detours, phase-locked) on rank 0, and
+    # clearly less on rank 1 (same run)
+    trace = noise.load(out)
+    assert fill(trace, 0, 50, 2000) >= SOURCE_FILL, describe(trace, 50, 2000)
+    if trace.nranks > 1:
+        assert fill(trace, 1, 50, 2000) <= fill(trace, 0, 50, 2000) - MARGIN, describe(trace, 50, 2000)
 
 
 def test_cli_run_and_busy_inject(tmp_path, capsys):
@@ -172,8 +188,12 @@ def test_cli_run_and_busy_inject(tmp_path, capsys):
     assert "1 ranks x 200 samples" in capsys.readouterr().out
     assert noise.load(out).ranks[0]["cpu"] == 0
     assert main(["noise", "inject", "--freq", "20", "--duration", "1ms", "--cpus", "0", "--seconds", "0.3"]) == 0
-    rep = json.loads(capsys.readouterr().out)
-    assert rep["cpus"][0]["events"] == pytest.approx(6, abs=1)
+    cpu = json.loads(capsys.readouterr().out)["cpus"][0]
+    # The injector's own schedule (absolute, 50 ms slots over 0.3 s): every slot is an event or, when
+    # a co-tenant delayed the wake-up past its slot, counted as missed. Each event spun >= 1 ms.
+    assert cpu["cpu"] == 0 and cpu["events"] >= 1
+    assert 5 <= cpu["events"] + cpu["missed"] <= 7
+    assert cpu["busy_s"] >= cpu["events"] * 0.001 * 0.999
     # bad input: clear message, exit 1
     assert main(["noise", "inject", "--freq", "20", "--duration", "1ms", "--cpus", "0"]) == 1
     assert "--seconds" in capsys.readouterr().err

@@ -6,8 +6,10 @@ test cluster (with the mpibind plugin loaded, so --mpibind=off keeps the explici
 This machine is shared with busy co-tenants (builds, containers), whose preemptions can be as large
 as the injected signature. So the FWQ launch runs at nice -20 in its own autogroup (co-tenants then
 disturb it far less; the injector's SCHED_FIFO bursts still preempt it, like a kernel thread or a
-high-priority daemon), and a run whose outcome a co-tenant burst spoiled is repeated, up to
-ATTEMPTS times; every attempt is recorded in build/fwq/live-results.json.
+high-priority daemon). One run per case, no retries: the assertions are about the injector's signature
+(its period and detour length, phase-locked across the run: tests/signatures.py), which co-tenants
+cannot produce or hide, not about which core has the larger std. Every run is recorded in
+build/fwq/live-results.json.
 """
 import json
 import os
@@ -17,12 +19,12 @@ import pytest
 
 from conftest import require_root
 from stackproof import noise
-from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq
+from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq, shielded
+from signatures import MARGIN, SOURCE_FILL, describe_grid, grid_fill
 
 SIGNATURE = dict(freq_hz=10, duration="2500us")  # seed 000's 10 Hz / 2.5 ms
 NSAMPLES, QUANTUM = 2500, "1.4ms"                  # ~3.5 s per run
 RESULTS = build_dir() / "live-results.json"
-ATTEMPTS = 3
 
 
 def _mpirun(cpus, n):
@@ -37,9 +39,11 @@ def _srun(cpus, n):
     # Under the local Slurm test cluster: the job takes every CPU (-c) and binds rank i to the i-th
     # listed CPU; the mpibind plugin, when loaded, would override the explicit binding.
     from stackproof.cluster import Cluster
+    # Each task shields itself (nice -20 in its own session/autogroup, like the whole launch of the other
+    # launchers): slurmstepd starts tasks in its own session, where srun's niceness does not reach.
     per_task = (os.cpu_count() or 2) // n
     return (["env", f"SLURM_CONF={Cluster().conf}", "srun", f"-n{n}", f"-c{per_task}", "--mpi=pmix",
-             "--mpibind=off", f"--cpu-bind=map_cpu:{cpus}"], "mpi", None)
+             "--mpibind=off", f"--cpu-bind=map_cpu:{cpus}"] + shielded([]), "mpi", None)
 
 
 LAUNCHERS = {"mpirun": _mpirun, "threads": _threads, "srun": _srun}
@@ -55,7 +59,8 @@ def _available(name):
 
 def _run(tmp_path, launcher_name, cpus, n, inject_cpu, label):
     launcher, mode, threads_cpus = LAUNCHERS[launcher_name](cpus, n)
-    with Injector(cpus=inject_cpu, **SIGNATURE) as inj:
+    # --sync: bursts on the realtime grid, so the trace's detours are attributed by phase as well
+    with Injector(cpus=inject_cpu, sync=True, **SIGNATURE) as inj:
         trace = run_fwq(tmp_path / f"{label}.dat", NSAMPLES, launcher=launcher, quantum=QUANTUM, mode=mode,
                         threads_cpus=threads_cpus, nice=-20, label=label)
     return trace, inj.report
@@ -72,9 +77,7 @@ def _core_summary(stats):
                                         "detour_us")} for s in stats]
 
 
-def _injected_ok(stats):
-    worst = noise.most_affected(stats)
-    return worst.cpu == 0 and worst.period_ms is not None and abs(worst.period_ms - 100) <= 10
+PERIOD_MS, DURATION_US = 100.0, 2500.0
 
 
 @pytest.fixture(scope="module", params=sorted(LAUNCHERS))
@@ -89,42 +92,44 @@ def shared_core_run(request, tmp_path_factory):
         from stackproof.cluster import Settings, find_mpibind_plugin
         request.getfixturevalue("live_cluster").up(Settings(profile="baseline", mpibind_plugin=find_mpibind_plugin()))
     tmp = tmp_path_factory.mktemp(f"live-{request.param}")
-    for attempt in range(1, ATTEMPTS + 1):
-        trace, report = _run(tmp, request.param, "0,1", 2, "0", "injected")
-        stats = noise.core_stats(trace)
-        _record(f"{request.param}/injected", {"attempt": attempt, "injector": report, "cores": _core_summary(stats)})
-        if _injected_ok(stats):
-            break
+    trace, report = _run(tmp, request.param, "0,1", 2, "0", "injected")
+    stats = noise.core_stats(trace)
+    _record(f"{request.param}/injected", {"injector": report, "cores": _core_summary(stats),
+                                          "signatures": describe_grid(trace, PERIOD_MS, DURATION_US)})
     return request.param, tmp, trace, stats, report
 
 
 def test_injected_cpu_is_most_affected_with_its_period(shared_core_run):
+    """Attribution by signature: the injector's 100 ms / 2.5 ms train, on the realtime grid, fills
+    CPU 0's periods (where it runs), and CPU 1's clearly less, in the same run. (Which core has the larger std is not asserted:
+    a co-tenant decides that.)"""
     launcher, _, trace, stats, report = shared_core_run
-    worst = noise.most_affected(stats)
     assert sorted(s.cpu for s in stats) == [0, 1]
-    assert worst.cpu == 0, f"most affected is CPU {worst.cpu}: {[(s.cpu, s.std_us) for s in stats]}"
-    assert worst.period_ms == pytest.approx(100, rel=0.10)
-    # at least the injected burst; a co-tenant that gets the CPU right after it can lengthen the detour
-    assert worst.detour_us >= 0.9 * 2500
-    # the injector kept its promise: ~2.5 % of CPU 0
+    rank_of = {s.cpu: i for i, s in enumerate(stats)}
+    on0, on1 = (grid_fill(trace, rank_of[c], PERIOD_MS, DURATION_US) for c in (0, 1))
+    assert on0 >= SOURCE_FILL, describe_grid(trace, PERIOD_MS, DURATION_US)
+    assert on1 <= on0 - MARGIN, describe_grid(trace, PERIOD_MS, DURATION_US)
+    # the injector kept its promise, by its own accounting (which co-tenants cannot inflate)
     assert report["cpus"][0]["cpu"] == 0 and report["policy"] == "fifo"
     assert report["duty_cycle"] == pytest.approx(0.025, rel=0.2)
 
 
 def test_noise_on_a_system_core_spares_the_application_core(shared_core_run):
-    """Core specialization in miniature: injector on CPU 0 (system core), FWQ only on CPU 1."""
-    launcher, tmp, _, shared_stats, _ = shared_core_run
-    shared_std = noise.most_affected(shared_stats).std_us   # CPU 0, sharing its core with the noise
-    for attempt in range(1, ATTEMPTS + 1):
-        moved, report = _run(tmp, launcher, "1", 1, "0", "corespec")
-        app = noise.core_stats(moved)
-        ratio = app[0].std_us / shared_std
-        _record(f"{launcher}/corespec", {"attempt": attempt, "injector": report, "cores": _core_summary(app),
-                                         "shared_std_us": shared_std, "std_ratio": ratio})
-        if ratio < 1:
-            break
+    """Core specialization in miniature: injector on CPU 0 (system core), FWQ only on CPU 1. The
+    train that filled CPU 0's periods in the shared run must be (clearly) absent from the
+    application core."""
+    launcher, tmp, shared, shared_stats, _ = shared_core_run
+    moved, report = _run(tmp, launcher, "1", 1, "0", "corespec")
+    app = noise.core_stats(moved)
+    shared_std = noise.most_affected(shared_stats).std_us
+    shared_fill = max(grid_fill(shared, i, PERIOD_MS, DURATION_US) for i in range(shared.nranks))
+    app_fill = grid_fill(moved, 0, PERIOD_MS, DURATION_US)
+    _record(f"{launcher}/corespec", {"injector": report, "cores": _core_summary(app), "shared_std_us": shared_std,
+                                     "std_ratio": app[0].std_us / shared_std, "fill": app_fill,
+                                     "shared_fill": shared_fill})
     print(f"\n[{launcher}] std on the application core: noise moved {app[0].std_us:.1f} us vs "
-          f"shared {shared_std:.1f} us, ratio {ratio:.3f}")
+          f"shared {shared_std:.1f} us (recorded, not asserted: co-tenants decide it); "
+          f"signature fill {app_fill:.2f} vs {shared_fill:.2f}")
     assert [s.cpu for s in app] == [1]
-    assert app[0].std_us < shared_std
-    # not asserted: whether a faint echo of the signature reaches CPU 1 (docs/noise.md); it is recorded
+    assert report["cpus"][0]["cpu"] == 0 and report["duty_cycle"] == pytest.approx(0.025, rel=0.2)
+    assert app_fill <= shared_fill - MARGIN

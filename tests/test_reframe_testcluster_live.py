@@ -58,14 +58,22 @@ def test_fwq_reports_the_most_affected_core_and_keeps_the_trace(testcluster_run)
 
 def test_corespec_moves_a_noise_daemon_off_the_application_cores(testcluster_run):
     """The paper's point in miniature: a 10 Hz x 2.5 ms daemon left to the OS hits the application
-    (baseline); bound to the system core by the corespec profile it does not."""
+    (baseline: its phase-locked train of >= 2 ms detours is in the FWQ trace); bound to the system
+    core by the corespec profile it does not (the train is absent from the application cores).
+    The std of either run is printed, not compared: co-tenants of a shared machine decide it."""
+    from signatures import MARGIN, node_grid_fill
+    from stackproof import noise
     _, cases, _, _ = testcluster_run
-    std = {p: cases[f"FWQNoise %profile={p} %signature=daemon-10Hz-2500us"]["perfvalues"]
-           for p in ("baseline", "corespec")}
-    value = {p: next(v[0] for k, v in pv.items() if k.endswith(":std")) for p, pv in std.items()}
-    print(f"\nstd of the most affected core with a noise daemon: baseline {value['baseline']:.2f} us, "
-          f"corespec {value['corespec']:.2f} us (ratio {value['corespec'] / value['baseline']:.3f})")
-    assert value["corespec"] < value["baseline"]
+    fills, std = {}, {}
+    for p in ("baseline", "corespec"):
+        case = cases[f"FWQNoise %profile={p} %signature=daemon-10Hz-2500us"]
+        # the cluster's noise daemon runs on the realtime grid (--sync): its detours are known by phase
+        fills[p] = node_grid_fill(noise.load(os.path.join(case["outputdir"], "fwq.dat")), 100, 2500)
+        std[p] = next(v[0] for k, v in case["perfvalues"].items() if k.endswith(":std"))
+    print(f"\nnoise daemon: std baseline {std['baseline']:.2f} us, corespec {std['corespec']:.2f} us; "
+          f"its signature fills {fills['baseline']:.2f} / {fills['corespec']:.2f} of the periods")
+    assert fills["baseline"] >= 0.6, fills       # the floating daemon hits the application
+    assert fills["corespec"] <= fills["baseline"] - MARGIN, fills
 
 
 def test_report_from_the_test_cluster_run(testcluster_run):

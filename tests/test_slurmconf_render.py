@@ -1,4 +1,6 @@
 """Core-specialization profiles (paper Table III) and the Slurm/system renders."""
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -122,14 +124,18 @@ def test_corespec_script_checks_affinity(tmp_path):
     if nt.cores_per_socket < 2:
         pytest.skip("needs 2 cores")
     plan = profiles.plan(nt, "corespec", k=1)
+    # A process name no other process has (a copy of sleep), so `apply` re-pins only what we started.
+    name = f"spkcs{os.getpid() % 10**8}"
+    own = tmp_path / name
+    shutil.copy(shutil.which("sleep"), own)
     script = tmp_path / "stackproof-corespec"
     script.write_text(render(nt, plan, Site(cluster_name="t", nodes=["x"]))["usr/local/sbin/stackproof-corespec"]
-                      .replace('PROCESSES="', 'PROCESSES="sleep '))
+                      .replace('PROCESSES="', f'PROCESSES="{name} '))
     script.chmod(0o755)
-    on_app = subprocess.Popen(["taskset", "-c", plan.app_cpu_list, "sleep", "30"])
+    on_app = subprocess.Popen(["taskset", "-c", plan.app_cpu_list, str(own), "30"])
     try:
         bad = subprocess.run([str(script), "check"], capture_output=True, text=True)
-        assert bad.returncode == 1 and "FAIL sleep" in bad.stdout
+        assert bad.returncode == 1 and f"FAIL {name}[{on_app.pid}]" in bad.stdout
         subprocess.run([str(script), "apply"], check=True, capture_output=True, env={"PATH": "/usr/bin:/bin", "STACKPROOF_NO_TUNA": "1"})
         good = subprocess.run([str(script), "check"], capture_output=True, text=True)
         assert good.returncode == 0, good.stdout

@@ -10,9 +10,10 @@ when the output is not what the benchmark prints (truncated run, wrong binary, e
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .errors import StackproofError
@@ -29,6 +30,25 @@ def _fail(origin: str, expected: str, text: str) -> BenchParseError:
 
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def _measurement(text: str) -> float:
+    """A measured time, rate, size or count: finite and not negative (float() accepts nan, inf, -1)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a finite, non-negative number")
+    return value
+
+
+def _checked(result, origin: str):
+    """Every number of a parsed result is a measurement (see _measurement)."""
+    for f in fields(result):
+        value = getattr(result, f.name)
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and (not math.isfinite(v) or v < 0):
+                raise BenchParseError(f"{origin}: {f.name} = {v}: not a finite, non-negative number")
+    return result
 
 
 # ---- OSU micro-benchmarks --------------------------------------------------------------------------
@@ -93,7 +113,7 @@ def parse_osu(text: str, origin: str = "<osu output>") -> OsuResult:
             continue                      # warnings interleaved by the MPI library
         try:
             metric, unit, cols = _osu_columns(header)
-            values = [float(p) for p in parts[1:1 + len(cols)]]
+            values = [_measurement(p) for p in parts[1:1 + len(cols)]]
         except ValueError:
             raise _fail(origin, f"numeric OSU columns after the header {header!r}, got {s!r}", text) from None
         if len(values) != len(cols):
@@ -153,7 +173,7 @@ def parse_amg(text: str, origin: str = "<amg output>") -> AmgResult:
     iters = re.search(r"^(?:Cum\. No\. of )?Iterations = (\d+)", text, re.M)
     grid = re.search(r"\(Nx, Ny, Nz\) = \((\d+), (\d+), (\d+)\)", text)
     procs = re.search(r"\(Px, Py, Pz\) = \((\d+), (\d+), (\d+)\)", text)
-    return AmgResult(
+    return _checked(AmgResult(
         code=code, problem=problem, fom=fom,
         fom_setup=_num_after(r"FOM_Setup:[^\n]*?Time:", text),
         fom_solve=_num_after(r"FOM_Solve:[^\n]*?Time:", text),
@@ -161,7 +181,7 @@ def parse_amg(text: str, origin: str = "<amg output>") -> AmgResult:
         setup_s=_phase_wall("AMG Setup", text),
         solve_s=_phase_wall(r"(?:Cumulative )?AMG-\w+ Solve", text),
         grid=[int(g) for g in grid.groups()] if grid else None,
-        procs=[int(p) for p in procs.groups()] if procs else None)
+        procs=[int(p) for p in procs.groups()] if procs else None), origin)
 
 
 # ---- SW4 ---------------------------------------------------------------------------------------------
@@ -197,10 +217,10 @@ def parse_sw4(text: str, origin: str = "<sw4 output>") -> Sw4Result:
                             "[M minutes ]S seconds' or '..., solver phase ...')", text)
     steps = re.search(r"Number of time steps = (\d+)", text)
     version = re.search(r"sw4 version (\S+)", text)
-    return Sw4Result(variant=variant, solve_s=solve, startup_s=_sw4_time("start up", text),
+    return _checked(Sw4Result(variant=variant, solve_s=solve, startup_s=_sw4_time("start up", text),
                      grid_points=_num_after(r"Total number of grid points \(without ghost points\):", text),
                      time_steps=int(steps.group(1)) if steps else None,
-                     version=version.group(1) if version else None)
+                     version=version.group(1) if version else None), origin)
 
 
 # ---- files and CLI -------------------------------------------------------------------------------------

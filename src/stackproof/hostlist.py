@@ -3,35 +3,65 @@ import re
 
 from .errors import StackproofError
 
-_PART = re.compile(r"([^\[,]+)(?:\[([^\]]+)\])?")
+MAX_HOSTS = 65536     # a hostlist naming more hosts than this is a typo, not a cluster
+# One host expression, as Slurm writes them: PREFIX[RANGES]SUFFIX or a plain name, where RANGES
+# is N or N-M items separated by commas (zero-padded numbers keep their width).
+_EXPR = re.compile(r"([A-Za-z0-9._-]*)(?:\[([0-9,-]+)\]([A-Za-z0-9._-]*))?")
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside brackets; reject unbalanced or nested brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise StackproofError(f"bad hostlist {text!r}: nested '['")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise StackproofError(f"bad hostlist {text!r}: ']' without '['")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise StackproofError(f"bad hostlist {text!r}: '[' without ']'")
+    parts.append("".join(cur))
+    return parts
 
 
 def expand(hostlist: str) -> list[str]:
-    names: list[str] = []
-    pos = 0
+    """Expand a Slurm hostlist ("n[1-3,5]", "a,b", "rack[01-02]-ib"); at most MAX_HOSTS names."""
     text = hostlist.strip()
-    while pos < len(text):
-        m = _PART.match(text, pos)
-        if not m:
-            raise StackproofError(f"bad hostlist {hostlist!r}")
-        prefix, ranges = m.group(1), m.group(2)
+    if not text:
+        raise StackproofError("empty hostlist")
+    names: list[str] = []
+    for part in _split_top(text):
+        m = _EXPR.fullmatch(part)
+        if not m or not part:
+            raise StackproofError(f"bad hostlist {hostlist!r}: {part!r} is not a host name or NAME[RANGES]")
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3) or ""
         if ranges is None:
             names.append(prefix)
-        else:
-            for r in ranges.split(","):
-                lo, _, hi = r.partition("-")
-                if not lo.isdigit() or (hi and not hi.isdigit()):
-                    raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}")
-                width = len(lo)
-                for i in range(int(lo), int(hi or lo) + 1):
-                    names.append(f"{prefix}{i:0{width}d}")
-        pos = m.end()
-        if pos < len(text):
-            if text[pos] != ",":
-                raise StackproofError(f"bad hostlist {hostlist!r}")
-            pos += 1
-    if not names or len(set(names)) != len(names):
-        raise StackproofError(f"hostlist {hostlist!r} is empty or has duplicates")
+            continue
+        items = []
+        for r in ranges.split(","):
+            rm = _RANGE.fullmatch(r)
+            if not rm:
+                raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}")
+            lo, hi = int(rm.group(1)), int(rm.group(2) or rm.group(1))
+            if hi < lo:
+                raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}: end before start")
+            items.append((lo, hi, len(rm.group(1))))
+        if len(names) + sum(hi - lo + 1 for lo, hi, _ in items) > MAX_HOSTS:
+            raise StackproofError(f"hostlist {hostlist!r} names more than {MAX_HOSTS} hosts")
+        for lo, hi, width in items:
+            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(lo, hi + 1)]
+    if len(set(names)) != len(names):
+        raise StackproofError(f"hostlist {hostlist!r} has duplicates")
     return names
 
 

@@ -19,6 +19,7 @@ socket by socket, PUs of a core consecutive); systemd, irqbalance, taskset and p
 """
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from dataclasses import dataclass, field
@@ -74,7 +75,49 @@ def _gpu_file(vendor: str, index: int) -> str:
     return f"/dev/nvidia{index}" if vendor == "nvidia" else f"/dev/dri/renderD{128 + index}"
 
 
+_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*")
+_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9_.,+@%:/=-]*")
+_ARGS = re.compile(r"[A-Za-z0-9_=,.:/ -]*")
+
+
+def validate_site(site: Site) -> None:
+    """Every value that goes into a Slurm file: one bad character (a newline above all) would add
+    a directive of the caller's choosing to a file root's daemons read."""
+    def bad(what, value, expected):
+        raise StackproofError(f"{what} {value!r}: {expected}")
+    if not _HOSTNAME.fullmatch(site.controller or "") or len(site.controller) > 253:
+        bad("controller", site.controller, "not a valid host name")
+    for n in site.nodes:
+        if not _HOSTNAME.fullmatch(n) or len(n) > 253:
+            bad("node name", n, "not a valid host name")
+    for addr in [site.controller_addr] + list(site.node_addrs or []):
+        if addr is not None and not (_IPV4.fullmatch(addr) or _HOSTNAME.fullmatch(addr)):
+            bad("address", addr, "not an IPv4 address or host name")
+    if site.node_addrs is not None and len(site.node_addrs) != len(site.nodes):
+        bad("node addresses", site.node_addrs, f"need one per node ({len(site.nodes)})")
+    for what, port in (("slurmctld port", site.slurmctld_port), ("slurmd port", site.slurmd_port)):
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            bad(what, port, "must be an integer between 1 and 65535")
+    if not _NAME.fullmatch(site.cluster_name or ""):
+        bad("cluster name", site.cluster_name, "letters, digits, '_', '.', '-' only (1-64)")
+    if not _NAME.fullmatch(site.slurm_user or ""):
+        bad("slurm user", site.slurm_user, "not a user name")
+    for what, path in (("run dir", site.run_dir), ("mpibind plugin", site.mpibind_plugin)):
+        if path is not None and not _SAFE_PATH.fullmatch(str(path)):
+            bad(what, str(path), "must be an absolute path without spaces or control characters")
+    if not _ARGS.fullmatch(site.mpibind_args or ""):
+        bad("mpibind arguments", site.mpibind_args, "letters, digits, spaces and _=,.:/- only")
+    if not isinstance(site.fake_gpus, int) or not 0 <= site.fake_gpus <= 64:
+        bad("fake GPUs", site.fake_gpus, "between 0 and 64")
+    for line in site.extra:
+        if any(c in line for c in "\n\r\0"):
+            bad("extra line", line, "must be one line")
+
+
 def render(nt: NodeType, prof: ProfilePlan, site: Site) -> dict[str, str]:
+    validate_site(site)
     files: dict[str, str] = {}
     header = (f"# Rendered by stackproof for node type {nt.name!r}, profile {prof.name!r}"
               + (f" (k={prof.k}, {prof.position})" if prof.k else "") + ". Do not edit: re-render.\n")
@@ -296,7 +339,9 @@ esac
 """
 
 
-def find_mpibind_plugin(explicit: str | None) -> str | None:
+def find_installed_mpibind_plugin(explicit: str | None) -> str | None:
+    """The mpibind SPANK plugin of a site: PATH, none, or auto (search the standard install prefixes).
+    (cluster.find_built_mpibind_plugin finds the one in this checkout's build tree instead.)"""
     if explicit == "none":
         return None
     if explicit and explicit != "auto":
@@ -304,6 +349,9 @@ def find_mpibind_plugin(explicit: str | None) -> str | None:
             raise StackproofError(f"mpibind plugin not found: {explicit}")
         return explicit
     return next((p for p in MPIBIND_PLUGIN_SEARCH if Path(p).is_file()), None)
+
+
+find_mpibind_plugin = find_installed_mpibind_plugin   # the old name
 
 
 def write_tree(files: dict[str, str], out: Path) -> None:
@@ -317,10 +365,10 @@ def write_tree(files: dict[str, str], out: Path) -> None:
 def _cmd_render(args) -> int:
     nt = load(args.nodetype)
     prof = plan(nt, args.profile, k=args.k, position=args.position, with_nvidia=args.with_nvidia)
-    nodes = expand(args.nodes or f"{nt.name}1")
+    nodes = expand(args.nodes if args.nodes is not None else f"{nt.name}1")
     site = Site(cluster_name=args.cluster_name or nt.name, nodes=nodes, controller=args.controller,
                 slurmctld_port=args.slurmctld_port, slurmd_port=args.slurmd_port, gpus=args.gpus,
-                mpibind_plugin=find_mpibind_plugin(args.mpibind_plugin), cgroup_plugin=args.cgroup_plugin)
+                mpibind_plugin=find_installed_mpibind_plugin(args.mpibind_plugin), cgroup_plugin=args.cgroup_plugin)
     files = render(nt, prof, site)
     if args.output == "-":
         for rel, text in files.items():
@@ -331,6 +379,17 @@ def _cmd_render(args) -> int:
     print(f"rendered {len(files)} files for {nt.name}/{prof.name} into {out}: system CPUs "
           f"{prof.system_cpu_list or '-'}, application CPUs {prof.app_cpu_list}", file=sys.stderr)
     return 0
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 65535")
+    return value
 
 
 def register(sub) -> None:
@@ -346,8 +405,8 @@ def register(sub) -> None:
     r.add_argument("--gpus", action="store_true", help="declare the node type's GPUs as gres")
     r.add_argument("--cluster-name")
     r.add_argument("--controller", default="head", help="SlurmctldHost")
-    r.add_argument("--slurmctld-port", type=int, default=6817)
-    r.add_argument("--slurmd-port", type=int, default=6818)
+    r.add_argument("--slurmctld-port", type=port, default=6817)
+    r.add_argument("--slurmd-port", type=port, default=6818)
     r.add_argument("--cgroup-plugin", default="autodetect", choices=["autodetect", "cgroup/v1", "cgroup/v2"])
     r.add_argument("--mpibind-plugin", default="auto", help="auto (search standard prefixes) | none | PATH")
     r.add_argument("-o", "--output", default="-", help="output directory (default: print to stdout)")

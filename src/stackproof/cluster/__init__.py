@@ -1,0 +1,39 @@
+"""A real Slurm test cluster on this machine: munged + slurmctld + slurmd, configured by
+`stackproof slurm render` for the local node type and a core-specialization profile.
+
+Modules: state (Settings, State, the private run directory), procs (process and cgroup helpers),
+munge (per-cluster key and munged), netns (multi-node namespaces), daemons (slurmctld, slurmd,
+noise daemon), core (the Cluster: up/down/status/exec), cli (`stackproof cluster ...`).
+
+Layout: everything lives in one private run directory ($STACKPROOF_RUN_DIR, default
+/run/stackproof/cluster, 0700, owned by root, never a symlink): etc/ (rendered configs, hosts),
+munge/ (a fresh key per `up`, 0400, removed by `down`; socket), state/, spool/, log/, run/ (PID
+files), tmpfs/, dev/ (fake GPU device files), cluster.json (what `up` started, written atomically).
+
+Modes:
+- single node: one slurmd named after this host, controller on 127.0.0.1;
+- --nodes N: N slurmd, each in its own network + UTS (+ mount, for a private /etc/hosts) namespace
+  with hostname nI and address 10.99.0.(10+I), bridged in the controller's namespace (10.99.0.1).
+  This host joins the bridge as 10.99.0.254, so Slurm clients run from anywhere on it.
+
+`up` validates first (bad input never stops a running cluster), then is idempotent: a running
+cluster with the same settings is left alone except that dead daemons are restarted (slurmctld from
+its saved state, so jobs survive); different settings (another profile) restart Slurm.
+"""
+from .cli import find_built_mpibind_plugin, register, settings_from_args
+from .core import REQUIRED, Cluster
+from .daemons import slurmctld_pidfile, slurmd_pidfile
+from .netns import HOST_VETH, NETNS_PREFIX, SUBNET
+from .procs import alive as _alive
+from .procs import cgroup_mode, log
+from .procs import read_pid as _read_pid
+from .state import DEFAULT_PORTS, DEFAULT_RUN_DIRS, CorruptState, Settings, State, run_dir
+
+# The old name (acceptance.py, tests): the build-tree plugin finder.
+find_mpibind_plugin = find_built_mpibind_plugin
+DEFAULT_RUN_DIR = str(DEFAULT_RUN_DIRS[0])
+
+__all__ = ["Cluster", "Settings", "State", "CorruptState", "REQUIRED", "HOST_VETH", "NETNS_PREFIX", "SUBNET",
+           "DEFAULT_PORTS", "DEFAULT_RUN_DIR", "run_dir", "cgroup_mode", "log", "find_mpibind_plugin",
+           "find_built_mpibind_plugin", "register", "settings_from_args", "slurmctld_pidfile", "slurmd_pidfile",
+           "_alive", "_read_pid"]

@@ -1,0 +1,82 @@
+"""Starting the cluster's daemons: slurmctld (fresh or from its saved state), one slurmd per node
+(in the node's namespaces for multi-node clusters) and the optional noise daemon."""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from ..errors import StackproofError
+from .procs import alive, read_pid, sh
+from .state import NOISE_DAEMON
+
+
+def slurmctld_pidfile(root: Path) -> Path:
+    return root / "run/slurmctld.pid"
+
+
+def slurmd_pidfile(root: Path, node: str) -> Path:
+    return root / f"run/slurmd-{node}.pid"
+
+
+def _wait_pid(pidfile: Path, what: str, log: Path, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = read_pid(pidfile)
+        if alive(pid):
+            return pid
+        time.sleep(0.05)
+    raise StackproofError(f"{what} did not start; see {log}")
+
+
+def start_slurmctld(root: Path, conf: Path, env: dict, netns: str | None, clear: bool) -> int:
+    """`clear` (-c) only for a new cluster: a restart keeps the saved jobs and node states."""
+    slurmctld_pidfile(root).unlink(missing_ok=True)
+    cmd = (["nsenter", f"--net=/run/netns/{netns}"] if netns else []) + \
+        ["/usr/sbin/slurmctld"] + (["-c"] if clear else []) + ["-f", str(conf)]
+    sh(cmd, env=env)
+    return _wait_pid(slurmctld_pidfile(root), "slurmctld", root / "log/slurmctld.log")
+
+
+def start_slurmd(root: Path, conf: Path, env: dict, node: str, netns: str | None) -> int:
+    pidfile = slurmd_pidfile(root, node)
+    pidfile.unlink(missing_ok=True)
+    if netns:
+        # Own network, hostname and (private) mount namespace for a private /etc/hosts.
+        inner = (f"hostname {node} && mount --bind {root}/etc/hosts /etc/hosts && "
+                 f"exec /usr/sbin/slurmd -f {conf} -N {node}")
+        cmd = ["nsenter", f"--net=/run/netns/{netns}", "unshare", "--uts", "--mount",
+               "--propagation", "private", "sh", "-c", inner]
+    else:
+        cmd = ["/usr/sbin/slurmd", "-f", str(conf), "-N", node]
+    sh(cmd, env=env)
+    return _wait_pid(pidfile, f"slurmd {node}", root / f"log/slurmd-{node}.log")
+
+
+def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> int:
+    """A node daemon that steals the CPU like snmpd or irqbalance did on the paper's nodes:
+    fwq-noise with one floating thread (the OS places it). The profile treats it like the other
+    daemons: bound to the system CPUs when the profile reserves them, left to the OS otherwise
+    (so free cores can absorb it). Its bursts fall on the realtime grid (--sync, multiples of the
+    period), so a trace attributes them by phase, apart from any co-tenant's. Checked alive after start (a signature whose duration is not
+    shorter than its period makes fwq-noise exit at once)."""
+    from ..noise.run import binary
+    m = NOISE_DAEMON.fullmatch(signature)
+    if not m:
+        raise StackproofError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+    log_path = root / "log/noise-daemon.json"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen([str(binary("fwq-noise")), "--freq", m.group(1), "--duration", m.group(2),
+                                 "--cpus", "0", "--float", "--sync"], stdout=log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        if system_cpus:
+            sh(["taskset", "-a", "-c", "-p", system_cpus, str(proc.pid)])
+        time.sleep(0.3)
+    finally:
+        if proc.poll() is not None:
+            proc.wait()
+            detail = log_path.read_text(errors="replace").strip().splitlines()
+            raise StackproofError(f"--noise-daemon {signature}: fwq-noise exited at once "
+                                  f"({detail[-1] if detail else f'exit {proc.returncode}'})")
+    return proc.pid
