@@ -37,6 +37,7 @@ class Culprit:
     comm: str = ""
     pid: int | None = None
     irq: int | None = None
+    tgid: int | None = None            # the process of a task culprit (pid is the thread)
     cgroup: str = ""
     unit: str = ""
 
@@ -171,8 +172,10 @@ def attribute(trace, tl: Timeline, offset_ns: int = 0, threshold_us: float = 20.
         b = np.clip(seg_e, win_a, win_b)
         in_win = b - a
         total_by_owner = np.bincount(seg_o, weights=in_win, minlength=len(tl.owners))
-        # FWQ's own thread: the task with FWQ's name that held the CPU longest
-        cands = [i for i, o in enumerate(tl.owners) if o.kind == "task" and o.comm == self_comm]
+        # FWQ's own thread: fwq-th records its thread id as the rank's pid; else the task with FWQ's
+        # name that held the CPU longest
+        cands = [i for i, o in enumerate(tl.owners) if o.kind == "task" and o.pid == rank.get("pid")]
+        cands = cands or [i for i, o in enumerate(tl.owners) if o.kind == "task" and o.comm == self_comm]
         if not cands:
             raise ValueError(f"no {self_comm} task on CPU {cpu} in the trace")
         me = max(cands, key=lambda i: total_by_owner[i])

@@ -57,14 +57,16 @@ def check_cpus(text: str | None) -> list[int]:
     return cpus
 
 
-def task_context(pid: int | None) -> tuple[str, str]:
-    """(cgroup path, Slurm job step or systemd unit) of a task, read from /proc while it runs."""
+def task_context(pid: int | None) -> tuple[str, str, int | None]:
+    """(cgroup path, Slurm job step or systemd unit, process id) of a thread, read from /proc while it runs."""
     if not pid:
-        return "", ""
+        return "", "", None
     try:
         text = Path(f"/proc/{pid}/cgroup").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return "(exited)", ""
+        return "(exited)", "", None
+    tgid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Tgid:")), None)
     path = ""
     for line in text.splitlines():
         parts = line.split(":", 2)
@@ -72,7 +74,7 @@ def task_context(pid: int | None) -> tuple[str, str]:
             path = parts[2]
             if parts[1] == "cpuset":
                 break
-    return path, unit_of(path)
+    return path, unit_of(path), tgid
 
 
 def unit_of(cgroup: str) -> str:
@@ -110,6 +112,20 @@ def _quantum_us(q: str) -> float:
     raise StackproofError(f"--quantum {q!r}: a duration with a unit, e.g. 250us")
 
 
+def steal_ms() -> dict[int, float]:
+    """Per-CPU steal time from /proc/stat (ms): time the hypervisor ran something else."""
+    out = {}
+    hz = os.sysconf("SC_CLK_TCK")
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            f = line.split()
+            if f and f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8:
+                out[int(f[0][3:])] = int(f[8]) * 1e3 / hz
+    except OSError:
+        pass
+    return out
+
+
 def per_cpu_std(trace) -> dict[int, float]:
     return {s.cpu: s.std_us for s in core_stats(trace)}
 
@@ -137,8 +153,11 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         traces["before"] = _fwq(outdir / "fwq-before.dat", cpus, duration, quantum, "before")
     log(f"FWQ with tracing on CPUs {format_list(cpus)} ({duration:g} s, {buffer_kb} KB buffer per CPU)")
     t_hunt = time.monotonic()
+    steal0 = steal_ms()
     with TraceSession(set(cpus), buffer_kb) as ts:
         traced = _fwq(outdir / "fwq-traced.dat", cpus, duration, quantum, "traced")
+    steal1 = steal_ms()
+    doc["steal_ms"] = {str(c): steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}
     traces["traced"] = traced
     contexts = {}
     with gzip.open(outdir / "trace.txt.gz", "wt", compresslevel=3) as fh:
@@ -183,9 +202,13 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         rows = compare(traces, baseline="before" if "before" in traces else None)
         doc["table_iv"] = rows
         doc["per_cpu_std_us"] = {name: {str(k): v for k, v in per_cpu_std(t).items()} for name, t in traces.items()}
-        b, t = per_cpu_std(traces.get("before", traced)), per_cpu_std(traced)
-        doc["tracing_cost"] = {"std_us": {str(c): [b.get(c), t.get(c)] for c in cpus},
-                               "max_us": {str(s.cpu): s.max_us for s in core_stats(traced)}} if "before" in traces else None
+    if "before" in traces:
+        b = {s.cpu: s for s in core_stats(traces["before"])}
+        t = {s.cpu: s for s in core_stats(traced)}
+        doc["tracing_cost"] = {str(c): {"std_us_without": b[c].std_us, "std_us_with": t[c].std_us,
+                                        "max_us_without": b[c].max_us, "max_us_with": t[c].max_us,
+                                        "mean_us_without": b[c].mean_us, "mean_us_with": t[c].mean_us}
+                               for c in cpus if c in b and c in t}
     doc["wall_s"] = time.monotonic() - t_start
     (outdir / "hunt.json").write_text(json.dumps(doc, indent=1, default=str))
     (outdir / "hunt.md").write_text(markdown(doc))
@@ -209,7 +232,7 @@ def analyze(trace, tl, clock: str, threshold_us: float, contexts: dict | None = 
     for r in results:
         for c in r.culprits:
             if c.pid and contexts:
-                c.cgroup, c.unit = contexts.get(c.pid, ("", ""))
+                c.cgroup, c.unit, c.tgid = contexts.get(c.pid, ("", "", None))
     return results
 
 
@@ -312,7 +335,14 @@ def markdown(doc: dict) -> str:
 def reanalyze(directory: Path, threshold_us: float | None = None) -> dict:
     """Re-run the attribution on a hunt directory (fwq-traced.dat + trace.txt.gz + hunt.json)."""
     doc = json.loads((directory / "hunt.json").read_text())
-    traced = load(directory / "fwq-traced.dat", label="traced")
+    dat = directory / "fwq-traced.dat"
+    if not dat.exists() and dat.with_suffix(".dat.gz").exists():   # recorded test data is compressed
+        import tempfile
+        tmp = Path(tempfile.mkdtemp(prefix="hunt-")) / "fwq-traced.dat"
+        with gzip.open(dat.with_suffix(".dat.gz"), "rb") as src:
+            tmp.write_bytes(src.read())
+        dat = tmp
+    traced = load(dat, label="traced")
     with gzip.open(directory / "trace.txt.gz", "rt") as fh:
         tl = parse(fh)
     results = analyze(traced, tl, doc["clock"]["trace_clock"], threshold_us or doc["threshold_us"])

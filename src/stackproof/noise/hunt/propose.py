@@ -60,7 +60,7 @@ def propose(results: list, plan_, catalog: dict, host: str) -> dict:
                     new_groups.setdefault(group, {"units": units, "processes": [c.comm]})
                 if group not in groups:
                     groups.append(group)
-                bind.append({"pid": c.pid, "comm": c.comm, "group": group, "why": why, "cgroup": c.cgroup,
+                bind.append({"pid": c.tgid or c.pid, "tid": c.pid, "comm": c.comm, "group": group, "why": why, "cgroup": c.cgroup,
                              "unit": c.unit})
             elif c.kind == "irq":
                 irqs.append({"irq": c.irq, "label": c.label, "why": why})
