@@ -53,6 +53,10 @@ def propose(results: list, plan_, catalog: dict, host: str) -> dict:
                     kernel.append(f"{c.label}: per-CPU kernel thread ({why}); cannot be moved: "
                                   f"isolate the CPU from its work (workqueue cpumask, nohz_full/rcu_nocbs)")
                     continue
+                if c.cgroup == "(exited)":
+                    notes.append(f"{c.label}: a short-lived process ({why}), gone by the end of the hunt: a "
+                                 f"job's or a co-tenant's work, not a daemon to bind")
+                    continue
                 group = daemon_group_of(c.comm, catalog)
                 if group is None:
                     group = "hunt-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", c.comm).strip("-")
