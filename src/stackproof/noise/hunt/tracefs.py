@@ -109,13 +109,13 @@ def parse_ts_ns(text: str) -> int:
 class TraceSession:
     """A private trace instance recording the attribution events on `cpus`."""
 
-    def __init__(self, cpus: set[int], buffer_kb: int = 4096, root: Path | None = None, name: str = INSTANCE):
+    def __init__(self, cpus: set[int], buffer_kb: int = 4096, root: Path | None = None, name: str | None = None):
         if buffer_kb < 64:
             raise StackproofError(f"--buffer-kb {buffer_kb}: at least 64 KB per CPU")
         self.root = root or TRACEFS
         self.cpus = sorted(cpus)
         self.buffer_kb = buffer_kb
-        self.dir = self.root / "instances" / name
+        self.dir = self.root / "instances" / (name or f"{INSTANCE}-{os.getpid()}")
         self.clock = "local"
         self.events: list[str] = []
         self.text = ""
@@ -127,13 +127,14 @@ class TraceSession:
     # ---- set up / tear down ----
     def start(self) -> "TraceSession":
         ensure_tracefs(self.root)
-        if self.dir.exists():
-            # a previous hunt that was killed: its instance only holds our own settings
-            try:
-                self.dir.rmdir()
-            except OSError as exc:
-                raise StackproofError(f"trace instance {self.dir} exists and cannot be removed "
-                                      f"({exc.strerror}): another noise hunt running?") from None
+        for old in (self.root / "instances").glob(f"{INSTANCE}-*"):
+            # the instance of a hunt that was killed (its process is gone): remove it
+            pid = old.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                try:
+                    old.rmdir()
+                except OSError:
+                    pass
         try:
             self.dir.mkdir()
         except OSError as exc:
