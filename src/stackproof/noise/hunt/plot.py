@@ -47,9 +47,10 @@ def plot_timeline(doc: dict, path: Path) -> Path:
     axes[-1][0].set_xlabel("time since FWQ start (s)")
     handles = [plt.Line2D([], [], marker="o", ls="", color=colour[k], label=_short(labels[k])) for k in ranked]
     if handles:
-        fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 3), fontsize=7, frameon=False)
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.35 / fig.get_figheight()),
+                   ncol=min(len(handles), 3), fontsize=7, frameon=False)
     fig.suptitle(f"Who stole the time: {doc['host']}, threshold {doc['threshold_us']:g} us", y=0.995, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 1.0 / fig.get_figheight()))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
