@@ -8,8 +8,9 @@ and clock, removed again afterwards (the global instance and other users are lef
     ts.clock       # "mono_raw" when the kernel has it (FWQ's clock); else the offset is calibrated
     ts.sync        # [(trace ts ns, CLOCK_MONOTONIC_RAW ns at the write)] sync markers
 
-osnoise/timerlat (rtla) are used when the kernel has them (`backend()` says which); this kernel
-(6.18 here) has neither, so events are recorded with tracefs.
+Events are always recorded with tracefs (FWQ is the workload whose detours are attributed);
+`backend()` says whether the kernel also has osnoise/timerlat (and rtla) for a cross-check. This
+kernel (6.18 here) has neither.
 """
 from __future__ import annotations
 
@@ -56,16 +57,18 @@ def ensure_tracefs(root: Path = TRACEFS) -> Path:
 
 
 def backend(root: Path = TRACEFS) -> dict:
-    """Which recorder is used: osnoise (with rtla when installed) if the kernel has the tracer, else
-    tracefs events. Attribution always uses the events; osnoise adds the kernel's own noise counts."""
+    """Which recorder is used, and why. The hunt records tracefs events (its workload is FWQ, whose
+    samples it attributes); when the kernel also has the osnoise tracer, that is said, with rtla's
+    path when installed, as the kernel's own cross-check (`rtla osnoise top -c CPUS`)."""
     tracers = _read(root / "available_tracers").split()
     has_osnoise = "osnoise" in tracers
-    return {"name": "osnoise" if has_osnoise else "tracefs-events",
-            "osnoise_tracer": has_osnoise, "timerlat_tracer": "timerlat" in tracers,
-            "rtla": shutil.which("rtla"), "available_tracers": tracers,
-            "why": ("the kernel has the osnoise tracer" if has_osnoise else
-                    "the kernel has no osnoise/timerlat tracer (available: " + " ".join(tracers) +
-                    "): sched/irq/softirq/irq_vectors events from tracefs")}
+    rtla = shutil.which("rtla")
+    why = ("sched/irq/softirq/irq_vectors events from tracefs; the kernel has no osnoise/timerlat "
+           "tracer (available: " + " ".join(tracers) + ")") if not has_osnoise else (
+           "sched/irq/softirq/irq_vectors events from tracefs; the kernel also has the osnoise tracer: "
+           + (f"cross-check with `{rtla} osnoise top`" if rtla else "install rtla to cross-check"))
+    return {"name": "tracefs-events", "osnoise_tracer": has_osnoise, "timerlat_tracer": "timerlat" in tracers,
+            "rtla": rtla, "available_tracers": tracers, "why": why}
 
 
 def _read(path: Path) -> str:
