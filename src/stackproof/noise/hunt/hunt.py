@@ -95,11 +95,13 @@ def cluster_status() -> dict:
         return {"up": False}
 
 
-def _fwq(path: Path, cpus: list[int], seconds: float, quantum: str, label: str):
+def _fwq(path: Path, cpus: list[int], seconds: float, quantum: str, label: str, work: int | None = None):
+    """FWQ for `seconds`: the first run calibrates the loop count to the quantum; later runs of the
+    same hunt reuse it (`work`), so before, traced and after do exactly the same work per sample."""
     q_us = _quantum_us(quantum)
     n = max(100, int(seconds * 1e6 / q_us))
-    return run_fwq(path, n, launcher=[], quantum=quantum, mode="threads", threads_cpus=format_list(cpus),
-                   nice=-20, label=label, timeout=seconds * 3 + 60)
+    return run_fwq(path, n, launcher=[], quantum=None if work else quantum, work=work, mode="threads",
+                   threads_cpus=format_list(cpus), nice=-20, label=label, timeout=seconds * 3 + 60)
 
 
 def _quantum_us(q: str) -> float:
@@ -153,9 +155,10 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         traces["before"] = _fwq(outdir / "fwq-before.dat", cpus, duration, quantum, "before")
     log(f"FWQ with tracing on CPUs {format_list(cpus)} ({duration:g} s, {buffer_kb} KB buffer per CPU)")
     t_hunt = time.monotonic()
+    work = traces["before"].meta["work_iterations"] if "before" in traces else None
     steal0 = steal_ms()
     with TraceSession(set(cpus), buffer_kb) as ts:
-        traced = _fwq(outdir / "fwq-traced.dat", cpus, duration, quantum, "traced")
+        traced = _fwq(outdir / "fwq-traced.dat", cpus, duration, quantum, "traced", work)
     steal1 = steal_ms()
     doc["steal_ms"] = {str(c): steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}
     traces["traced"] = traced
@@ -196,7 +199,8 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
             raise StackproofError(f"no application CPU among --cpus {format_list(cpus)} after the proposal "
                                   f"(system CPUs {proposal['system_cpus']})")
         log(f"FWQ without tracing on application CPUs {format_list(app)} after applying ({duration:g} s)")
-        traces["after"] = _fwq(outdir / "fwq-after.dat", app, duration, quantum, "after")
+        traces["after"] = _fwq(outdir / "fwq-after.dat", app, duration, quantum, "after",
+                               traced.meta["work_iterations"])
         doc["apply"]["irq_restored"] = restore_irqs(doc["apply"].get("irq_saved", {}))
     if len(traces) > 1:
         rows = compare(traces, baseline="before" if "before" in traces else None)
