@@ -302,6 +302,9 @@ void fwq_sample(enum fwq_timer kind, uint64_t iterations, long nsamples, uint32_
                 struct fwq_rank_meta *meta)
 {
     uint32_t saturated = 0;
+    /* touch every page of the sample buffer now: a first-touch page fault inside the loop would be
+     * FWQ's own noise (tens of us on a VM whose host backs guest memory lazily) */
+    memset(samples, 0, (size_t)nsamples * sizeof *samples);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     meta->t0_realtime_ns = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;

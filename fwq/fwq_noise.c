@@ -41,7 +41,7 @@ struct injector {
     /* results */
     uint64_t events, missed, busy_ns, cpu_ns, start_ns, stop_ns;
     double wake_late_sum_ns, wake_late_max_ns;
-    int pinned, policy_ok;
+    int pinned, policy_ok, policy_errno;
 };
 
 static void sleep_until(uint64_t t)
@@ -62,7 +62,8 @@ static void *injector_main(void *arg)
     in->policy_ok = 1;
     if (in->fifo) {
         struct sched_param sp = {.sched_priority = 10};
-        in->policy_ok = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+        in->policy_errno = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+        in->policy_ok = in->policy_errno == 0;
     }
     in->start_ns = now_ns(CLOCK_MONOTONIC);
     uint64_t cpu_start = now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -188,12 +189,18 @@ int main(int argc, char **argv)
 
     FILE *out = report_path ? fopen(report_path, "w") : stdout;
     if (!out) { fprintf(stderr, "fwq-noise: cannot write %s\n", report_path); return FWQ_EXIT_RUNTIME; }
-    int all_fifo = 1;
-    for (int j = 0; j < k; j++) all_fifo &= in[j].policy_ok;
+    int all_fifo = 1, fifo_errno = 0;
+    for (int j = 0; j < k; j++) {
+        all_fifo &= in[j].policy_ok;
+        if (!in[j].policy_ok && !fifo_errno) fifo_errno = in[j].policy_errno;
+    }
+    /* policy = what the bursts really ran at; policy_requested = what was asked for */
     fprintf(out, "{\"mode\": \"busy\", \"freq_hz\": %.6g, \"duration_us\": %.3f, \"scaled\": %s, "
-                 "\"cores_per_node\": %d, \"start\": \"%s\", \"policy\": \"%s\", \"cpus\": [",
+                 "\"cores_per_node\": %d, \"start\": \"%s\", \"policy_requested\": \"%s\", \"policy\": \"%s\", "
+                 "\"fifo_errno\": %d, \"fifo_error\": \"%s\", \"euid\": %d, \"cpus\": [",
             freq, duration_ns / 1e3, scaled ? "true" : "false", cores,
-            sync_start ? "synchronized" : "uncoordinated", fifo && all_fifo ? "fifo" : "other");
+            sync_start ? "synchronized" : "uncoordinated", fifo ? "fifo" : "other", fifo && all_fifo ? "fifo" : "other",
+            fifo_errno, fifo_errno ? strerror(fifo_errno) : "", (int)geteuid());
     double busy_total = 0, elapsed_total = 0;
     for (int j = 0; j < k; j++) {
         double elapsed = (double)(in[j].stop_ns - in[j].start_ns);
@@ -212,7 +219,8 @@ int main(int argc, char **argv)
             elapsed_total > 0 ? busy_total / elapsed_total : 0, duration_ns * cpu_freq / 1e9);
     if (report_path) fclose(out);
     if (fifo && !all_fifo)
-        fprintf(stderr, "fwq-noise: warning: SCHED_FIFO refused (not root?): bursts ran at normal priority\n");
+        fprintf(stderr, "fwq-noise: warning: SCHED_FIFO refused (%s, euid %d): bursts ran at SCHED_OTHER\n",
+                strerror(fifo_errno), (int)geteuid());
     free(in);
     return 0;
 }

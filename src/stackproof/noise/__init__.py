@@ -22,7 +22,8 @@ Python API (times in microseconds unless a name says otherwise):
     from stackproof.noise import run         # run_fwq(output, n, launcher=[...], quantum="1.4ms"),
                                              #   mpirun_launcher(n, cpus), Injector(...), selfish_env(...)
 
-Command line: `stackproof noise stats|plot|compare|inject|run` (see `stackproof noise -h`).
+Command line: `stackproof noise stats|plot|compare|inject|run|hunt` (see `stackproof noise -h`); the hunt
+(who steals the time, from a kernel trace) is `stackproof.noise.hunt` (docs/noise.md, "Who stole the time").
 The trace format and the C programs are described in fwq/README.md; methods in docs/noise.md.
 """
 from .stats import (CoreStats, Periodicity, compare, core_stats, detect_periodicity, find_detours,

@@ -1,4 +1,5 @@
-"""`stackproof noise stats|plot|compare|inject|run`: FWQ noise analysis, injection and runs."""
+"""`stackproof noise stats|plot|compare|inject|run|hunt`: FWQ noise analysis, injection, runs and
+the noise hunt (who steals the time)."""
 from __future__ import annotations
 
 import argparse
@@ -67,6 +68,27 @@ def register(subparsers) -> None:
     s.add_argument("--oversubscribe", action="store_true")
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("hunt", help="find what steals each CPU's time (FWQ + kernel trace) and propose a profile",
+                       description="Runs FWQ (fwq-th) on the CPUs while a private tracefs instance records "
+                                   "sched_switch/wakeup/migrate, hard IRQs, softirqs and irq_vectors (local "
+                                   "timer, IPIs); attributes every FWQ detour to the task, IRQ, softirq, tick "
+                                   "or 'unexplained' that held the CPU; ranks culprits per CPU with their "
+                                   "period and duration; proposes a Clean profile (profiles.yaml terms) and "
+                                   "renders it. Needs root (tracefs).")
+    s.add_argument("--cpus", help="CPU list to measure (default: all CPUs of the node)")
+    s.add_argument("--duration", type=float, default=10.0, help="seconds of FWQ under tracing (default 10)")
+    s.add_argument("--threshold", type=float, default=20.0, metavar="US",
+                   help="a sample is a detour when it exceeds the undisturbed quantum by this many us (default 20)")
+    s.add_argument("--buffer-kb", type=int, default=8192, metavar="N",
+                   help="trace ring buffer per CPU in KB (default 8192); overflow is an error, never partial")
+    s.add_argument("--quantum", default="10us", help="FWQ work quantum (default 10us: short enough that a slower CPU (SMT sibling, host) stays under the threshold, so detours are interruptions)")
+    s.add_argument("--cost", action="store_true",
+                   help="also run FWQ without tracing first (tracing overhead: std and max with vs without)")
+    s.add_argument("--apply", action="store_true",
+                   help="switch the local test cluster to the proposal, re-run FWQ, report before/after rows")
+    s.add_argument("-o", "--outdir", default="hunt", help="output directory (default ./hunt)")
+    s.set_defaults(func=cmd_hunt)
 
     from .scale.cli import register as register_project
     register_project(sub)
@@ -216,4 +238,16 @@ def cmd_run(args) -> int:
     w = most_affected(core_stats(trace))
     print(f"{args.output}: {trace.nranks} ranks x {trace.nsamples} samples; most affected rank {w.rank} "
           f"cpu {w.cpu}: mean {w.mean_us:.2f} us, max {w.max_us:.2f} us, std {w.std_us:.2f} us")
+    return 0
+
+
+def cmd_hunt(args) -> int:
+    from .hunt.hunt import check_cpus, hunt
+    cpus = check_cpus(args.cpus)
+    if args.buffer_kb < 64:
+        raise StackproofError(f"--buffer-kb {args.buffer_kb}: at least 64 KB per CPU")
+    doc = hunt(cpus, args.duration, args.threshold, args.buffer_kb, Path(args.outdir), quantum=args.quantum,
+               apply=args.apply, cost=args.cost)
+    print((Path(args.outdir) / "hunt.md").read_text())
+    print(f"{args.outdir}/hunt.json, hunt.md, timeline.png, proposal/ written in {doc['wall_s']:.1f} s")
     return 0

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -106,9 +107,66 @@ def run_fwq(output: str | os.PathLike, nsamples: int, *, launcher: list[str] | N
     return load(output, label=label)
 
 
+def _rt_runtime_of_cgroup(pid: int | str = "self", cgroup_root: Path = Path("/sys/fs/cgroup"),
+                          proc: Path = Path("/proc")) -> tuple[str, int | None]:
+    """(cgroup path, cpu.rt_runtime_us) of a process's cgroup-v1 cpu controller; None when the kernel
+    has no RT group scheduling (no cpu.rt_runtime_us file) or the cgroup is gone."""
+    try:
+        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return "", None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "cpu" in parts[1].split(","):
+            for mount in (cgroup_root / parts[1], cgroup_root / "cpu", cgroup_root / "cpu,cpuacct"):
+                f = mount / parts[2].lstrip("/") / "cpu.rt_runtime_us"
+                try:
+                    return parts[2], int(f.read_text())
+                except (OSError, ValueError):
+                    continue
+            return parts[2], None
+    return "", None
+
+
+def _can_rt_without_root(status_text: str) -> bool:
+    """CAP_SYS_NICE (bit 23) in the effective set, or a non-zero RLIMIT_RTPRIO."""
+    import resource
+    for line in status_text.splitlines():
+        if line.startswith("CapEff:"):
+            if int(line.split()[1], 16) & (1 << 23):
+                return True
+    return resource.getrlimit(resource.RLIMIT_RTPRIO)[0] != 0
+
+
+def fifo_refusal(errno_value: int, euid: int, pid: int | str = "self",
+                 cgroup_root: Path = Path("/sys/fs/cgroup"), proc: Path = Path("/proc")) -> str:
+    """Why SCHED_FIFO was refused, in words: not root (no CAP_SYS_NICE/RLIMIT_RTPRIO), or root in a
+    cgroup without a real-time budget (cpu.rt_runtime_us = 0 with RT group scheduling), or other."""
+    import errno as errno_mod
+    name = errno_mod.errorcode.get(errno_value, str(errno_value))
+    if errno_value == errno_mod.EPERM:
+        path, budget = _rt_runtime_of_cgroup(pid, cgroup_root, proc)
+        if budget == 0:
+            return (f"EPERM: cgroup {path or '/'} has no real-time budget (cpu.rt_runtime_us = 0, RT group "
+                    f"scheduling): give it one (echo N > cpu.rt_runtime_us, parents first) or run the injector "
+                    f"outside it" + ("" if euid == 0 else "; and this is not root"))
+        if euid != 0:
+            try:
+                status = (proc / str(pid) / "status").read_text()
+            except OSError:
+                status = ""
+            if not _can_rt_without_root(status):
+                return ("EPERM: not root: SCHED_FIFO needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO "
+                        "(ulimit -r) above 0")
+        return f"EPERM as uid {euid} for another reason (seccomp or a container's policy?)"
+    return f"{name}: sched_setscheduler(SCHED_FIFO) failed"
+
+
 class Injector:
     """A running fwq-noise (busy threads pinned to CPUs). Use as a context manager; `report` holds
-    the achieved duty cycle etc. after exit.
+    the achieved duty cycle etc. after exit. When SCHED_FIFO was asked for and refused, the report
+    says so (`policy` is what really ran, `fifo_refused` the reason in words, `degraded` True) and
+    a warning is printed; with require_fifo=True stop() raises instead.
 
         with Injector(freq_hz=10, duration="2500us", cpus="0") as inj:
             run_fwq(...)
@@ -117,7 +175,9 @@ class Injector:
 
     def __init__(self, freq_hz: float, duration: str, cpus: str, *, scaled: bool = False,
                  sync: bool = False, policy: str = "fifo", seconds: float | None = None,
-                 cores: int | None = None, seed: int | None = None, floating: bool = False):
+                 cores: int | None = None, seed: int | None = None, floating: bool = False,
+                 require_fifo: bool = False):
+        self.require_fifo = require_fifo
         self.args = [str(binary("fwq-noise")), "--freq", str(freq_hz), "--duration", duration,
                      "--cpus", cpus, "--policy", policy]
         if scaled:
@@ -163,7 +223,24 @@ class Injector:
             raise StackproofError(f"fwq-noise wrote no report (exit {self.proc.returncode}): {err.strip()}") from None
         finally:
             self._dir.cleanup()
+        self._check_policy()
         return self.report
+
+    def _check_policy(self) -> None:
+        """Mark a run that needed SCHED_FIFO and did not get it, with the reason in words."""
+        r = self.report
+        wanted = r.get("policy_requested", "fifo" if "--policy" in self.args and
+                       self.args[self.args.index("--policy") + 1] == "fifo" else "other")
+        r["policy_requested"] = wanted
+        r["degraded"] = wanted == "fifo" and r.get("policy") != "fifo"
+        if not r["degraded"]:
+            return
+        reason = fifo_refusal(int(r.get("fifo_errno") or 1), int(r.get("euid", os.geteuid())))
+        r["fifo_refused"] = reason
+        msg = f"noise injector: SCHED_FIFO refused, bursts ran at SCHED_OTHER ({reason})"
+        if self.require_fifo:
+            raise StackproofError(msg)
+        print(f"warning: {msg}", file=sys.stderr)
 
     def __enter__(self):
         return self.start()
