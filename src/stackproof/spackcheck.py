@@ -108,26 +108,20 @@ def lock_inputs(envs_dir, name):
 
 
 def check_recipes(envs_dir, pins, errors):
-    rel = pins["stackproof_release"]
-    for pkg in rel["packages"]:
-        path = Path(envs_dir) / RECIPES / pkg.replace("-", "_") / "package.py"
-        if not path.is_file():
-            errors.append(f"{path}: recipe of {pkg} (pins.yaml stackproof_release.packages) missing")
-            continue
-        text = path.read_text()
-        try:
-            ast.parse(text, str(path))
-        except SyntaxError as exc:
-            errors.append(f"{path}: does not parse: {exc.msg} (line {exc.lineno})")
-            continue
-        want = f'version("{rel["version"]}", sha256="{rel["sha256"]}")'
-        if want not in text:
-            errors.append(f"{path}: must declare {want} (pins.yaml stackproof_release)")
+    """Every recipe parses; each release package declares the pinned version and sha256."""
     for path in sorted((Path(envs_dir) / RECIPES).glob("*/package.py")):
         try:
             ast.parse(path.read_text(), str(path))
         except SyntaxError as exc:
             errors.append(f"{path}: does not parse: {exc.msg} (line {exc.lineno})")
+    rel = pins["stackproof_release"]
+    want = f'version("{rel["version"]}", sha256="{rel["sha256"]}")'
+    for pkg in rel["packages"]:
+        path = Path(envs_dir) / RECIPES / pkg.replace("-", "_") / "package.py"
+        if not path.is_file():
+            errors.append(f"{path}: recipe of {pkg} (pins.yaml stackproof_release.packages) missing")
+        elif want not in path.read_text():
+            errors.append(f"{path}: must declare {want} (pins.yaml stackproof_release)")
 
 
 def check_env(envs_dir, name, pins, errors, spec_cls=None, need_lock=True, check_lock=True):
