@@ -2,6 +2,7 @@
 v2025.11.0): the recipes pass `spack audit`, the committed laptop lock is reproduced offline (same root
 hashes), and an environment that builds its own MPI concretizes with the Debian site externals.
 `make spack-check` does every environment; these are the quick ones (~1-3 min each on 2 cores)."""
+import json
 import os
 from pathlib import Path
 
@@ -19,10 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def spack(tmp_path_factory):
-    pins = spackcheck.load_pins(ENVS)
-    return spackrun.Spack(pins, tmp_path_factory.mktemp("spack"), offline=spackrun.shutil.which("unshare")
-                          is not None)
+def spack():
+    # a persistent work dir: Spack's repo index (~2 min to build) is kept between runs
+    return spackrun.Spack(spackcheck.load_pins(ENVS), REPO / "build" / "spack-test", offline=True)
 
 
 def test_recipes_pass_spack_audit(spack):
@@ -31,7 +31,6 @@ def test_recipes_pass_spack_audit(spack):
 
 
 def test_laptop_lock_is_reproduced_offline(spack):
-    import json
     res = spack.concretize(ENVS, "laptop")
     assert res["rc"] == 0, Path(res["log"]).read_text()[-3000:]
     committed = json.loads((ENVS / "laptop" / "spack.lock").read_text())
