@@ -277,3 +277,14 @@ def test_mirror_holds_the_release_under_spack_names(tmp_path):
         alias = tmp_path / "m" / pkg / f"{pkg}-{rel['version']}.tar"
         assert alias.resolve() == (tmp_path / "m" / "_source-cache" / "archive" / rel["sha256"][:2] /
                                    f"{rel['sha256']}.tar")
+
+
+@pytest.mark.parametrize("name", spackcheck.locked_on_host(PINS))
+def test_committed_locks_are_in_canonical_order(tmp_path, name):
+    """Spack orders roots and specs differently from run to run (same hashes): the committed bytes
+    must not depend on that, so the same inputs give the same file."""
+    committed = (ENVS / name / "spack.lock").read_text()
+    lock = json.loads(committed)
+    shuffled = dict(lock, roots=lock["roots"][::-1], concrete_specs=dict(reversed(lock["concrete_specs"].items())))
+    spackrun.write_lock(shuffled, tmp_path / "spack.lock")
+    assert (tmp_path / "spack.lock").read_text() == committed

@@ -170,7 +170,11 @@ def root_hashes(lock):
 
 
 def write_lock(lock, path):
-    """The lock as Spack wrote it, indented so that a diff shows what changed."""
+    """The lock as Spack wrote it, in a canonical order (Spack's order of roots and specs varies from
+    run to run with the same hashes) and indented, so that the same inputs give the same bytes and a
+    diff shows what changed."""
+    lock = dict(lock, roots=sorted(lock["roots"], key=lambda r: (r["spec"], r["hash"])),
+                concrete_specs=dict(sorted(lock["concrete_specs"].items())))
     path.write_text(json.dumps(lock, indent=1) + "\n")
 
 
