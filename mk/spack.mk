@@ -1,25 +1,32 @@
 # Spack environments (spack-envs/) and the project's Spack repository (spack-envs/repo).
-#   make spack-lint    YAML lint + structural check (always; no Spack needed; part of make test)
-#   make spack-check   spack-lint, then concretize every environment offline when SPACK_ROOT is set
-#                      (a Spack v1.1.0 checkout; SPACK_PACKAGES_ROOT = spack-packages v2025.11.0),
-#                      otherwise print the skip message; times per environment in $(BUILD)/spack
-#   make spack-lock    concretize and write spack-envs/<env>/spack.lock (commit them)
+#   make spack-lint    yamllint + consistency check: pins, files parse, lock roots = spack.yaml specs,
+#                      pins/recipes/yaml/lock agree (no Spack needed; CI)
+#   make spack-check   spack-lint, then, when SPACK_ROOT is set (Spack v1.1.0; SPACK_PACKAGES_ROOT =
+#                      spack-packages v2025.11.0): spack audit configs/packages/packages-https, offline
+#                      concretization (unshare -n) of every environment compared with its committed lock,
+#                      and of the environments listed in pins.yaml `sites` with each site packages.yaml;
+#                      without SPACK_ROOT it prints why those are skipped
+#   make spack-lock    concretize every environment with isolated scopes, write spack-envs/<env>/spack.lock
+#   make spack-mirror  the project's release tarball in a Spack source mirror ($(SPACK_WORKDIR)/mirror)
 SPACK_ENVS    := $(REPO)/spack-envs
 SPACK_WORKDIR := $(BUILD)/spack
 SPACK_CHECK   := $(PY) -m stackproof.cli spack-check --workdir $(SPACK_WORKDIR)
 
-.PHONY: spack-lint spack-check spack-lock
+.PHONY: spack-lint spack-check spack-lock spack-mirror
 spack-lint: venv
-	@echo "== spack-envs: yamllint + structural check"
+	@echo "== spack-envs: yamllint + consistency check"
 	@$(VENV)/bin/yamllint --strict -c $(SPACK_ENVS)/.yamllint $(SPACK_ENVS)
 	@$(SPACK_CHECK)
 
 spack-check: venv
-	@echo "== spack-envs: yamllint + structural check + offline concretization (if SPACK_ROOT)"
+	@echo "== spack-envs: yamllint + consistency check + spack audit + offline concretization (if SPACK_ROOT)"
 	@$(VENV)/bin/yamllint --strict -c $(SPACK_ENVS)/.yamllint $(SPACK_ENVS)
-	@$(SPACK_CHECK) --concretize --skip-missing
+	@$(SPACK_CHECK) --spack --skip-missing
 
 spack-lock: venv
 	@$(SPACK_CHECK) --update-lock
+
+spack-mirror: venv
+	@$(SPACK_CHECK) --mirror $(SPACK_WORKDIR)/mirror
 
 TEST_TARGETS += spack-check

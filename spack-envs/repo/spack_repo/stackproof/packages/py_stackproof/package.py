@@ -1,24 +1,23 @@
 # stackproof: Spack recipe for the stackproof harness itself (pyproject.toml at the repository root,
 # setuptools). Dependencies mirror pyproject.toml; exact versions come from the environment's lock.
-import os
-
+# Versions: see stackproof_mpibind/package.py (git archive of a fixed commit, served from a mirror).
 from spack_repo.builtin.build_systems.python import PythonPackage
 
 from spack.package import *
-
-_REPO = os.path.realpath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 6))
-_GIT = os.environ.get("STACKPROOF_GIT", "file://" + _REPO)
 
 
 class PyStackproof(PythonPackage):
     """TOSS-style HPC system stack harness: node types, Slurm core-specialization profiles, a local
     Slurm test cluster, noise analysis and acceptance reports."""
 
-    git = _GIT
+    homepage = "https://stackproof.invalid/"
+    url = "https://stackproof.invalid/releases/stackproof-0.1.0.tar"
+
+    maintainers("stackproof")
 
     license("MIT")
 
-    version("main", branch="main")
+    version("0.1.0", sha256="661886ee8eabef02a49631b1ab26824acff2e6005abb35ac85bde3712d09621d")
 
     variant("reframe", default=False, description="Install ReFrame to run reframe-tests/")
 
@@ -27,4 +26,5 @@ class PyStackproof(PythonPackage):
     depends_on("py-pyyaml@6:", type=("build", "run"))
     depends_on("py-numpy@1.24:", type=("build", "run"))
     depends_on("py-matplotlib@3.6:", type=("build", "run"))
+    # pyproject.toml: reframe-hpc>=4.10,<4.11 (stackproof.reframe adds 4.10.0 to builtin's recipe)
     depends_on("reframe@4.10", type="run", when="+reframe")

@@ -1,28 +1,28 @@
 # stackproof: Spack recipe for the project's own mpibind (mpibind/ in the stackproof repository).
 # Named stackproof-mpibind so it never shadows builtin.mpibind (LLNL upstream, autotools, no Slurm
 # variant); both can live in one environment and be compared.
-import os
-
+#
+# Versions: a release of this project is `git archive --format=tar --prefix=stackproof-<v>/ <commit>`
+# of a fixed commit (spack-envs/pins.yaml: stackproof_release). The project publishes no tarball, so
+# `url` is a placeholder under the reserved .invalid domain (RFC 2606) and `make spack-mirror` writes
+# the tarball into a local Spack source mirror, where Spack finds it and verifies the sha256.
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 
 from spack.package import *
-
-# The recipe builds the stackproof repository that contains it (spack-envs/repo/spack_repo/
-# stackproof/packages/<pkg>/package.py -> six levels up); STACKPROOF_GIT overrides (a URL or path).
-_REPO = os.path.realpath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 6))
-_GIT = os.environ.get("STACKPROOF_GIT", "file://" + _REPO)
 
 
 class StackproofMpibind(CMakePackage):
     """mpibind as built by stackproof: a C11 library mapping MPI ranks/threads/GPUs onto the hwloc
     topology, with a Slurm SPANK plugin and a Python module."""
 
-    homepage = "https://mpibind.llnl.gov"
-    git = _GIT
+    homepage = "https://stackproof.invalid/"
+    url = "https://stackproof.invalid/releases/stackproof-0.1.0.tar"
+
+    maintainers("stackproof")
 
     license("MIT")
 
-    version("main", branch="main")
+    version("0.1.0", sha256="661886ee8eabef02a49631b1ab26824acff2e6005abb35ac85bde3712d09621d")
 
     variant("slurm", default=True, description="Build the Slurm SPANK plugin (lib/mpibind/mpibind_slurm.so)")
     variant("python", default=False, description="Install the Python module into site-packages")
@@ -39,9 +39,8 @@ class StackproofMpibind(CMakePackage):
     depends_on("hwloc@2.5: +cuda +nvml", when="+cuda")
     # the plugin is built when slurm/spank.h is found (find_path SLURM_INCLUDE_DIR); no slurm.pc needed
     depends_on("slurm", when="+slurm")
-    depends_on("python@3.8:", type=("build", "run"), when="+python")
     extends("python", when="+python")
-    depends_on("python@3.8:", type="test")
+    depends_on("python@3.8:", type=("build", "run"), when="+python")
 
     def cmake_args(self):
         spec = self.spec
