@@ -15,6 +15,7 @@ COMMANDS = {
     "bench": "stackproof.benchparse",
     "report": "stackproof.report",
     "images": "stackproof.images",
+    "vcluster": "stackproof.vcluster.cli",
     "spack-check": "stackproof.spackcheck",
 }
 
