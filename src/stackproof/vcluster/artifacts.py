@@ -42,9 +42,9 @@ VC_EXCLUDES = ["/usr/lib/gcc/", "/usr/include/", "/usr/share/locale/", "/usr/sha
                "/usr/bin/x86_64-linux-gnu-lto-dump-*", "/usr/lib/x86_64-linux-gnu/*.a",
                "/usr/lib/x86_64-linux-gnu/lib[alt]san.so*", "/usr/lib/x86_64-linux-gnu/libubsan.so*",
                "/usr/lib/x86_64-linux-gnu/perl/*/CORE/", "/var/cache/", "/var/lib/apt/"]
-# Plain cpio: the TCG guest unpacks it ~4x faster than zstd and iPXE's HTTP load is not the
-# bottleneck; it needs initrd + rootfs in guest memory at once (~2 x 370 MB, within 1.5 GB).
-IMAGE_COMPRESSION = "none"
+# zstd: measured here (2 loaded cores) iPXE loads ~7 MB/s over HTTP in TCG, and the guest unpacks the
+# plain and the zstd cpio in about the same time, so the 2.5x smaller archive boots faster.
+IMAGE_COMPRESSION = "zstd"
 
 
 def log(msg: str) -> None:

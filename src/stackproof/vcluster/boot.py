@@ -35,6 +35,10 @@ STAGES = [
 ]
 
 
+# A daemon the node needs has failed: stop waiting.
+FAILED = re.compile(r"(slurmd|munge)\.service: Failed with result|Kernel panic|Initramfs unpacking failed")
+
+
 @dataclass
 class NodeBoot:
     node: VNode
@@ -44,6 +48,7 @@ class NodeBoot:
     started: float = 0.0
     stage: str = "qemu"
     stage_at: dict[str, float] = field(default_factory=dict)
+    failed: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -95,6 +100,9 @@ def update_stage(b: NodeBoot, now: float) -> bool:
         text = b.console.read_text(errors="replace")
     except OSError:
         return False
+    failed = FAILED.search(text)
+    if failed:
+        b.failed = failed.group(0)
     changed = False
     for name, rx in STAGES:
         if name not in b.stage_at and rx.search(text):

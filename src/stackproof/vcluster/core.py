@@ -186,6 +186,9 @@ class VCluster:
                 boot.update_stage(b, now)
                 if b.node.name not in done and not head.alive(b.pid):
                     raise boot.failure(b, "stopped (QEMU exited)")
+                if b.node.name not in done and b.failed:
+                    time.sleep(2.0)         # let the unit's log tail reach the console
+                    raise boot.failure(b, f"failed: {b.failed}")
             states = self.node_states() if any(b.stage_at.get("wwinit") is not None for b in boots) else {}
             for b in boots:
                 s = states.get(b.node.name, "")

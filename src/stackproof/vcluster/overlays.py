@@ -47,7 +47,14 @@ def _builtin(node: VNode, nodes: list[VNode], name: str) -> dict[str, File]:
     if name == "vcnode":
         # no ssh.host_keys overlay here, no login on a console that is a log file, no controller
         # on a compute node (the image carries slurmctld for the laptop image): mask them
-        return {f"etc/systemd/system/{u}": File(link="/dev/null") for u in MASKED_UNITS}
+        files = {f"etc/systemd/system/{u}": File(link="/dev/null") for u in MASKED_UNITS}
+        # the console is the only window into a node: when munged or slurmd stops, show its log
+        for unit, logfile in (("slurmd", "/var/log/slurm/slurmd.log"), ("munge", "/var/log/munge/munged.log")):
+            files[f"etc/systemd/system/{unit}.service.d/90-vcluster-console.conf"] = File(
+                "[Service]\nStandardOutput=journal+console\nStandardError=journal+console\n"
+                f"ExecStopPost=-/bin/sh -c 'echo \"vcluster: {unit} stopped ($$SERVICE_RESULT), last log lines:\"; "
+                f"tail -n 12 {logfile}'\n")
+        return files
     if name == "hostname":
         return {"etc/hostname": File(node.name + "\n")}
     if name == "hosts":
