@@ -192,12 +192,12 @@ def test_overlays_render_node_identity_key_and_slurm_config(planned):
 
 
 def test_head_slurm_conf_moves_controller_paths():
-    text = head_slurm_conf("SlurmUser=slurm\nStateSaveLocation=/var/spool/slurmctld\nNodeName=n01 CPUs=2\n",
+    text = head_slurm_conf("SlurmctldHost=head\nSlurmUser=slurm\nStateSaveLocation=/var/spool/slurmctld\nNodeName=n01 CPUs=2\n",
                            __import__("pathlib").Path("/r"), __import__("pathlib").Path("/r/etc/plugstack.conf"))
     lines = text.splitlines()
     assert "AuthInfo=socket=/r/munge.socket" in lines and "SlurmUser=root" in lines
     assert "StateSaveLocation=/r/slurmctld-state" in lines and "NodeName=n01 CPUs=2" in lines
-    assert "SlurmctldPidFile=/r/slurmctld.pid" in lines
+    assert "SlurmctldPidFile=/r/slurmctld.pid" in lines and "SlurmctldHost=head(10.77.0.1)" in lines
 
 
 # ---- errors before boot ---------------------------------------------------------------------------

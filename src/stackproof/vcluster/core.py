@@ -19,6 +19,7 @@ from ..errors import StackproofError
 from ..paths import REPO
 from . import artifacts, boot, head, netboot, nodesconf, overlays
 from .boot import NodeBoot
+from .nodesconf import HEAD_ADDR
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -33,15 +34,19 @@ def log(msg: str) -> None:
 
 def head_slurm_conf(node_conf: str, run: Path, plugstack: Path) -> str:
     """The nodes' slurm.conf (rendered by the slurm overlay) with the controller-side paths moved
-    into run/ and slurmctld running as root on the head's private munge socket."""
+    into run/, slurmctld running as root on the head's private munge socket, and the controller's
+    address given (the head has no resolver for "head"; the nodes have /etc/hosts)."""
     repl = {"StateSaveLocation": f"{run}/slurmctld-state", "SlurmctldPidFile": f"{run}/slurmctld.pid",
             "SlurmctldLogFile": f"{run}/slurmctld.log", "PlugStackConfig": str(plugstack), "SlurmUser": "root"}
     out = []
     for ln in node_conf.splitlines():
         key = ln.split("=", 1)[0]
+        if key == "SlurmctldHost" and "(" not in ln:
+            ln = f"{ln}({HEAD_ADDR})"
         out.append(f"{key}={repl.pop(key)}" if key in repl else ln)
     out += [f"{k}={v}" for k, v in repl.items()]
     out.insert(0, f"AuthInfo=socket={run}/munge.socket")
+    out.insert(1, "DebugFlags=NO_CONF_HASH")       # differs from the nodes' copy on purpose
     return "# the vcluster head's copy of the nodes' slurm.conf (paths moved into run/)\n" + "\n".join(out) + "\n"
 
 
