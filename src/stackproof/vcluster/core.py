@@ -116,28 +116,28 @@ class VCluster:
         (self.run / "slurmctld-state").mkdir(exist_ok=True)
         t_art = time.monotonic() - t_up
         log(f"artifacts ready in {t_art:.1f} s under {self.root / 'http'}")
-        # head
-        head.make_netns(len(vnodes))
-        pids = {"dnsmasq": head.start_dnsmasq(self.run / "dnsmasq.conf", self.run),
-                "http": head.start_http(self.root, self.run),
-                "munged": head.start_munged(mkey, self.run),
-                "slurmctld": head.start_slurmctld(etc / "slurm.conf", self.run)}
-        log(f"head {nodesconf.HEAD_ADDR} in namespace {head.NETNS}: dnsmasq, http :{netboot.HTTP_PORT}, "
-            f"munged, slurmctld")
-        # nodes
-        boots = [NodeBoot(n, f"tap{i}", self.run / f"{n.name}.console.log", self.run / f"{n.name}.qemu.pid")
-                 for i, n in enumerate(vnodes)]
-        t0 = time.monotonic()
-        for b in boots:
-            boot.start(b, time.monotonic())
-        st = {"key": key, "root": str(self.root), "head": pids, "started": time.time(),
-              "nodes": {b.node.name: {"pidfile": str(b.pidfile), "console": str(b.console), "ip": b.node.ipaddr,
-                                      "mac": b.node.hwaddr} for b in boots}}
-        self.state_file.write_text(json.dumps(st, indent=1) + "\n")
         try:
+            # head
+            head.make_netns(len(vnodes))
+            pids = {"dnsmasq": head.start_dnsmasq(self.run / "dnsmasq.conf", self.run),
+                    "http": head.start_http(self.root, self.run),
+                    "munged": head.start_munged(mkey, self.run),
+                    "slurmctld": head.start_slurmctld(etc / "slurm.conf", self.run)}
+            log(f"head {nodesconf.HEAD_ADDR} in namespace {head.NETNS}: dnsmasq, http :{netboot.HTTP_PORT}, "
+                f"munged, slurmctld")
+            # nodes
+            boots = [NodeBoot(n, f"tap{i}", self.run / f"{n.name}.console.log", self.run / f"{n.name}.qemu.pid")
+                     for i, n in enumerate(vnodes)]
+            t0 = time.monotonic()
+            for b in boots:
+                boot.start(b, time.monotonic())
+            st = {"key": key, "root": str(self.root), "head": pids, "started": time.time(),
+                  "nodes": {b.node.name: {"pidfile": str(b.pidfile), "console": str(b.console), "ip": b.node.ipaddr,
+                                          "mac": b.node.hwaddr} for b in boots}}
+            self.state_file.write_text(json.dumps(st, indent=1) + "\n")
             times = self._wait_registered(boots, t0, timeout)
         except BaseException:
-            log("boot failed: taking the virtual cluster down (console logs stay in " + str(self.run) + ")")
+            log("up failed: taking the virtual cluster down (logs and consoles stay in " + str(self.run) + ")")
             self.down(quiet=True)
             raise
         for b in boots:
