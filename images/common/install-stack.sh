@@ -34,8 +34,9 @@ packages() {
     ;;
   debian12)
     # minbase + what a compute node runs + what builds our components and the smoke's MPI hello
-    # (slurmctld: the laptop image, built on this one, runs the whole test cluster)
-    echo systemd-sysv kmod iproute2 procps util-linux openssh-server \
+    # (slurmctld: the laptop image, built on this one, runs the whole test cluster; dbus: slurmd's
+    # cgroup/v2 plugin asks systemd over D-Bus for the slurmstepd scope, without it slurmd exits)
+    echo systemd-sysv dbus kmod iproute2 procps util-linux openssh-server \
       munge slurmd slurmctld slurm-client libslurm-dev libpmix2 \
       openmpi-bin libopenmpi-dev hwloc libhwloc-dev \
       gcc libc6-dev make cmake pkg-config \

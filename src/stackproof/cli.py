@@ -19,6 +19,7 @@ COMMANDS = {
     "bench": "stackproof.benchparse",
     "report": "stackproof.report",
     "images": "stackproof.images",
+    "vcluster": "stackproof.vcluster.cli",
     "spack-check": "stackproof.spackcheck",
 }
 # Programs with their own argument parser, reachable as `stackproof <noun> <verb> [their options]`

@@ -1,0 +1,27 @@
+# Virtual cluster: QEMU TCG nodes network-booted (DHCP/TFTP/iPXE/HTTP) from the Debian 12 node image,
+# Warewulf-style overlays, Slurm across them. See docs/warewulf.md.
+#   make vcluster-test   boot 2 nodes, srun -N2 hostname, MPI hello across them, up twice, down
+#                        (tests/test_vcluster_live.py); part of `make test` only when
+#                        STACKPROOF_VCLUSTER=1 (.ci/run sets it). Needs root, /dev/net/tun, ~3.5 GB RAM.
+#   make vcluster-up / vcluster-down
+.PHONY: vcluster-tools vcluster-test vcluster-up vcluster-down
+ifeq ($(STACKPROOF_VCLUSTER),1)
+TEST_TARGETS += vcluster-test
+endif
+
+vcluster-tools:
+	@./images/vcluster/host-tools.sh
+
+$(IMAGES_OUT)/debian12-compute.oci.tar:
+	@$(MAKE) --no-print-directory images-debian
+
+vcluster-up: venv vcluster-tools $(IMAGES_OUT)/debian12-compute.oci.tar
+	@$(STACKPROOF) vcluster up --nodes $${VCLUSTER_NODES:-2}
+
+vcluster-down: venv
+	@$(STACKPROOF) vcluster down
+
+vcluster-test: venv vcluster-tools $(IMAGES_OUT)/debian12-compute.oci.tar
+	@echo "== vcluster: boot 2 QEMU nodes from the node image, Slurm + MPI across them"
+	@start=$$(date +%s); STACKPROOF_VCLUSTER=1 $(PY) -m pytest -ra -s tests/test_vcluster_live.py; \
+	  echo "vcluster-test took $$(( $$(date +%s) - start )) s"

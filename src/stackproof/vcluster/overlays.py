@@ -1,0 +1,120 @@
+"""The overlays the head serves each node, rendered from nodes.conf + the cluster description.
+
+- Site overlays (images/warewulf/overlays: slurm, corespec, munge): without wwctl, their files are
+  what `stackproof.warewulf.expected_renders` says the templates render (the same golden output the
+  wwctl tests hold the templates to); the munge key is the head's generated key, 0400 munge:munge.
+- Stand-ins for Warewulf's distribution overlays a virtual node needs: wwinit (/init: NIC driver,
+  address from nodes.conf, then the image's init), hostname, hosts.
+- vctools (runtime): the MPI hello built on the head.
+"""
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from .. import warewulf
+from ..errors import StackproofError
+from ..paths import REPO
+from .cpio import File
+from .nodesconf import HEAD_ADDR, VNode
+
+# Kernel modules the cloud kernel needs for virtio-net, in load order (virtio_ring before virtio
+# fails with "unknown symbol").
+KMODS = ["drivers/virtio/virtio_ring.ko", "drivers/virtio/virtio.ko", "drivers/virtio/virtio_pci_legacy_dev.ko",
+         "drivers/virtio/virtio_pci_modern_dev.ko", "drivers/virtio/virtio_pci.ko", "net/core/failover.ko",
+         "drivers/net/net_failover.ko", "drivers/net/virtio_net.ko"]
+KMODS = [f"kernel/{m}" for m in KMODS]
+
+
+def munge_id() -> int:
+    """The image's fixed munge uid/gid (images/common/install-stack.sh, one place)."""
+    text = (REPO / "images" / "common" / "install-stack.sh").read_text()
+    m = re.search(r"^MUNGE_ID=(\d+)$", text, re.M)
+    if not m:
+        raise StackproofError("cannot read MUNGE_ID from images/common/install-stack.sh")
+    return int(m.group(1))
+
+
+def _builtin(node: VNode, nodes: list[VNode], name: str) -> dict[str, File]:
+    if name == "wwinit":
+        config = "\n".join([
+            "# rendered by stackproof vcluster from nodes.conf (Warewulf's /warewulf/config, reduced)",
+            f"WWHOSTNAME={node.name}", f"WWIPADDR={node.ipaddr}", f"WWPREFIX={node.prefix}",
+            f"WWNETMASK={node.netmask}", f"WWGATEWAY={node.gateway or ''}", f"WWDEVICE={node.device}",
+            f"WWHWADDR={node.hwaddr}", f"WWINIT={node.init}", f"WWKMODS='{' '.join(KMODS)}'", ""])
+        init = resources.files("stackproof.vcluster").joinpath("data/wwinit.sh").read_text()
+        return {"init": File(init, 0o755), "warewulf/config": File(config, 0o644)}
+    if name == "vcnode":
+        # no ssh.host_keys overlay here, no login on a console that is a log file, no controller
+        # on a compute node (the image carries slurmctld for the laptop image): mask them
+        files = {f"etc/systemd/system/{u}": File(link="/dev/null") for u in MASKED_UNITS}
+        # the console is the only window into a node: when munged or slurmd stops, show its log
+        for unit, logfile in (("slurmd", "/var/log/slurm/slurmd.log"), ("munge", "/var/log/munge/munged.log")):
+            files[f"etc/systemd/system/{unit}.service.d/90-vcluster-console.conf"] = File(
+                "[Service]\nStandardOutput=journal+console\nStandardError=journal+console\n"
+                f"ExecStopPost=-/bin/sh -c 'echo \"vcluster: {unit} stopped ($$SERVICE_RESULT), last log lines:\"; "
+                f"tail -n 12 {logfile}'\n")
+        return files
+    if name == "hostname":
+        return {"etc/hostname": File(node.name + "\n")}
+    if name == "hosts":
+        lines = ["127.0.0.1 localhost", f"{HEAD_ADDR} head"] + [f"{n.ipaddr} {n.name}" for n in nodes]
+        return {"etc/hosts": File("\n".join(lines) + "\n")}
+    raise KeyError(name)
+
+
+BUILTIN = ("wwinit", "vcnode", "hostname", "hosts")
+MASKED_UNITS = ["ssh.service", "slurmctld.service", "serial-getty@ttyS0.service"]
+SITE = ("slurm", "corespec", "munge")
+RUNTIME = ("vctools",)
+
+
+def check_known(nodes: list[VNode]) -> None:
+    """Every overlay a node names must be one we can render: fail before boot otherwise."""
+    known = set(BUILTIN + SITE + RUNTIME)
+    for n in nodes:
+        for o in n.system_overlays + n.runtime_overlays:
+            if o not in known:
+                raise StackproofError(f"nodes.conf: node {n.name}: overlay {o!r} has no vcluster renderer "
+                                      f"(known: {', '.join(sorted(known))})")
+
+
+def _slurmd_options(node: VNode) -> str:
+    opts = f'--conf-server {node.tags["slurmctld_host"]}' if node.tags.get("slurm_configless") == "yes" else ""
+    return f"# Rendered for {node.name} (stackproof slurm overlay).\nSLURMD_OPTIONS=\"{opts}\"\n"
+
+
+def render(spec: warewulf.ClusterSpec, nodes: list[VNode], munge_key: bytes,
+           mpi_hello: bytes | None) -> dict[str, dict[str, dict[str, File]]]:
+    """node -> {"system": files, "runtime": files}."""
+    check_known(nodes)
+    expected = warewulf.expected_renders(spec)
+    uid = munge_id()
+    out = {}
+    for node in nodes:
+        system: dict[str, File] = {}
+        for o in node.system_overlays + node.runtime_overlays:
+            files: dict[str, File] = {}
+            if o in BUILTIN:
+                files = _builtin(node, nodes, o)
+            elif o in warewulf.OVERLAY_FILES:
+                for rel, text in expected.get(node.name, {}).items():
+                    if rel.startswith(warewulf.OVERLAY_FILES[o]) and text:
+                        files[rel] = File(text)
+                if o == "slurm":
+                    files["etc/default/slurmd"] = files["etc/sysconfig/slurmd"] = File(_slurmd_options(node))
+            elif o == "munge":
+                files = {"etc/munge/munge.key": File(munge_key, 0o400, uid, uid)}
+            if o in node.system_overlays:
+                system.update(files)
+        runtime: dict[str, File] = {}
+        if "vctools" in node.runtime_overlays and mpi_hello is not None:
+            runtime["opt/vcluster/bin/mpi-hello"] = File(mpi_hello, 0o755)
+        out[node.name] = {"system": system, "runtime": runtime}
+    return out
+
+
+def overlay_dirs() -> dict[str, tuple[int, int, int]]:
+    """Directory modes the overlays must carry (the kernel applies them to the image's directories)."""
+    uid = munge_id()
+    return {"etc/munge": (0o700, uid, uid), "opt": (0o755, 0, 0)}

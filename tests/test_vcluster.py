@@ -1,0 +1,283 @@
+"""The virtual cluster without booting anything: cpio assembly (overlays, an OCI image's rootfs with
+whiteouts and hard links), nodes.conf -> DHCP/iPXE configuration, and the errors raised before boot."""
+import copy
+import hashlib
+import io
+import json
+import stat
+import subprocess
+import tarfile
+
+import pytest
+
+from stackproof.errors import StackproofError
+from stackproof.vcluster import artifacts, boot, cpio, netboot, nodesconf, overlays
+from stackproof.vcluster.core import head_slurm_conf
+
+
+# ---- cpio -------------------------------------------------------------------------------------------
+
+def _by_path(data: bytes) -> dict:
+    return {e.path: (e, body) for e, body in cpio.read(data)}
+
+
+def test_overlay_cpio_round_trip_with_parents_modes_and_links():
+    files = {"etc/munge/munge.key": cpio.File(b"k" * 7, 0o400, 970, 970),
+             "init": cpio.File("#!/bin/sh\n", 0o755),
+             "etc/systemd/system/ssh.service": cpio.File(link="/dev/null")}
+    data = cpio.to_bytes(cpio.overlay_entries(files, {"etc/munge": (0o700, 970, 970)}))
+    got = _by_path(data)
+    assert list(got)[:4] == ["etc", "etc/munge", "etc/systemd", "etc/systemd/system"], "parents first"
+    e, body = got["etc/munge/munge.key"]
+    assert (stat.S_IMODE(e.mode), e.uid, e.gid, body) == (0o400, 970, 970, b"kkkkkkk")
+    assert stat.S_IMODE(got["etc/munge"][0].mode) == 0o700 and got["etc/munge"][0].uid == 970
+    assert stat.S_IMODE(got["etc"][0].mode) == 0o755
+    assert stat.S_ISLNK(got["etc/systemd/system/ssh.service"][0].mode)
+    assert got["etc/systemd/system/ssh.service"][0].link == "/dev/null"
+    assert stat.S_IMODE(got["init"][0].mode) == 0o755
+
+
+def test_overlay_cpio_is_what_gnu_cpio_reads(tmp_path):
+    data = cpio.to_bytes(cpio.overlay_entries({"a/b/c.txt": cpio.File("hello\n"), "d": cpio.File(b"\0" * 5)}))
+    proc = subprocess.run(["cpio", "-idm", "--quiet"], input=data, cwd=tmp_path, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "a/b/c.txt").read_text() == "hello\n" and (tmp_path / "d").read_bytes() == b"\0" * 5
+
+
+def test_overlay_cpio_is_reproducible():
+    files = {"x": cpio.File("1"), "y/z": cpio.File("2")}
+    assert cpio.to_bytes(cpio.overlay_entries(files)) == cpio.to_bytes(cpio.overlay_entries(dict(reversed(files.items()))))
+
+
+def _layer(members: list) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, kind, arg in members:
+            ti = tarfile.TarInfo(name)
+            if kind == "dir":
+                ti.type, ti.mode = tarfile.DIRTYPE, arg
+                tf.addfile(ti)
+            elif kind == "file":
+                ti.size, ti.mode = len(arg), 0o644
+                tf.addfile(ti, io.BytesIO(arg))
+            elif kind == "sym":
+                ti.type, ti.linkname = tarfile.SYMTYPE, arg
+                tf.addfile(ti)
+            elif kind == "hard":
+                ti.type, ti.linkname = tarfile.LNKTYPE, arg
+                tf.addfile(ti)
+    return buf.getvalue()
+
+
+def _oci(path, layers: list[bytes]):
+    blobs = {}
+
+    def blob(data: bytes) -> str:
+        d = hashlib.sha256(data).hexdigest()
+        blobs[d] = data
+        return "sha256:" + d
+    manifest = json.dumps({"schemaVersion": 2, "layers": [{"digest": blob(x), "size": len(x)} for x in layers]}).encode()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": blob(manifest)}]}).encode()
+    with tarfile.open(path, "w") as tf:
+        for name, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index)] + \
+                [(f"blobs/sha256/{d}", v) for d, v in blobs.items()]:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def two_layer_image(tmp_path):
+    base = _layer([("usr", "dir", 0o755), ("usr/bin", "dir", 0o755), ("usr/bin/perl", "file", b"PERL"),
+                   ("usr/bin/perl5", "hard", "usr/bin/perl"), ("bin", "sym", "usr/bin"),
+                   ("etc", "dir", 0o755), ("etc/gone", "file", b"old"), ("etc/app", "dir", 0o755),
+                   ("etc/app/a", "file", b"a"), ("usr/share", "dir", 0o755), ("usr/share/doc", "dir", 0o755),
+                   ("usr/share/doc/README", "file", b"doc"), ("etc/warewulf", "dir", 0o755),
+                   ("etc/warewulf/excludes", "file", b"/usr/share/doc/\n")])
+    # layer 2 changes /usr (a new version of the directory: must not delay its contents), deletes
+    # etc/gone, empties etc/app (opaque) and adds a file there
+    top = _layer([("usr", "dir", 0o750), ("usr/local", "dir", 0o755), ("usr/local/x", "file", b"x"),
+                  ("etc/.wh.gone", "file", b""), ("etc/app/.wh..wh..opq", "file", b""),
+                  ("etc/app/b", "file", b"b")])
+    return _oci(tmp_path / "img.oci.tar", [base, top])
+
+
+def test_oci_rootfs_applies_whiteouts_excludes_and_orders_directories(two_layer_image):
+    entries = list(cpio.oci_rootfs_entries(str(two_layer_image), ["/usr/local/"]))
+    paths = [e.path for e in entries]
+    assert "etc/gone" not in paths and "etc/app/a" not in paths and "etc/app/b" in paths
+    assert not any(p.startswith("usr/share/doc") for p in paths), "the image's own excludes apply"
+    assert not any(p.startswith("usr/local") for p in paths), "extra excludes apply"
+    for i, p in enumerate(paths):           # every parent directory comes before its contents
+        parent = p.rsplit("/", 1)[0] if "/" in p else None
+        if parent:
+            assert parent in paths[:i], f"{p} before its directory"
+    usr = [e for e in entries if e.path == "usr"]
+    assert stat.S_IMODE(usr[-1].mode) == 0o750, "the last version of a directory wins"
+
+
+def test_oci_rootfs_cpio_unpacks_with_hard_links_and_symlinks(two_layer_image, tmp_path):
+    data = cpio.to_bytes(cpio.oci_rootfs_entries(str(two_layer_image)))
+    out = tmp_path / "root"
+    out.mkdir()
+    proc = subprocess.run(["cpio", "-idm", "--quiet"], input=data, cwd=out, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "usr/bin/perl5").read_bytes() == b"PERL"
+    assert (out / "usr/bin/perl").stat().st_ino == (out / "usr/bin/perl5").stat().st_ino
+    assert (out / "bin").is_symlink() and str((out / "bin").readlink()) == "usr/bin"
+    assert (out / "usr/local/x").read_bytes() == b"x"
+
+
+# ---- nodes.conf -> DHCP / iPXE --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def planned():
+    spec = nodesconf.load_spec(nodesconf.DEFAULT_SPEC, nodes=2)
+    conf = nodesconf.generate(spec)
+    return spec, conf, nodesconf.resolve(conf)
+
+
+def test_nodes_conf_resolves_names_addresses_overlays(planned):
+    _, conf, nodes = planned
+    assert [(n.name, n.ipaddr, n.hwaddr) for n in nodes] == [
+        ("n01", "10.77.0.11", "52:54:00:77:00:01"), ("n02", "10.77.0.12", "52:54:00:77:00:02")]
+    n = nodes[0]
+    assert n.system_overlays == ["wwinit", "vcnode", "hostname", "hosts", "munge", "slurm", "corespec"]
+    assert n.image == "debian12-compute" and n.prefix == 24 and n.gateway == nodesconf.HEAD_ADDR
+    assert n.tags["cpus"] == "2" and n.tags["cpu_spec_list"] == "0" and n.tags["nodetype"] == "vcluster-tcg"
+    assert "irqaffinity=0" in n.kernel_args and "console=ttyS0" in n.kernel_args
+
+
+def test_dnsmasq_conf_has_one_static_lease_per_node_and_stays_on_the_bridge(planned, tmp_path):
+    nodes = planned[2]
+    text = netboot.dnsmasq_conf(nodes, tmp_path / "run", tmp_path / "tftp")
+    lines = text.splitlines()
+    assert [ln for ln in lines if ln.startswith("dhcp-host=")] == [
+        "dhcp-host=52:54:00:77:00:01,10.77.0.11,n01", "dhcp-host=52:54:00:77:00:02,10.77.0.12,n02"]
+    assert "interface=br0" in lines and "bind-interfaces" in lines and "port=0" in lines
+    assert "dhcp-range=10.77.0.0,static,255.255.255.0,1h" in lines
+    assert f"tftp-root={tmp_path / 'tftp'}" in lines and "dhcp-boot=tag:ipxe,boot.ipxe,,10.77.0.1" in lines
+
+
+def test_ipxe_scripts_chain_per_mac_and_load_image_then_overlays(planned):
+    n = planned[2][1]
+    assert "chain http://10.77.0.1:8000/ipxe/${mac:hexhyp}.ipxe" in netboot.boot_script()
+    script = netboot.node_script(n).splitlines()
+    assert script[0] == "#!ipxe" and script[-1] == "boot"
+    kernel = next(ln for ln in script if ln.startswith("kernel "))
+    assert kernel.startswith("kernel http://10.77.0.1:8000/vmlinuz console=ttyS0") and "wwid=n02" in kernel
+    initrds = [ln.split("/", 3)[3] for ln in script if ln.startswith("initrd ")]
+    assert initrds == [artifacts.image_rel("debian12-compute"), "kmods.img", "overlays/n02/system.img",
+                       "overlays/n02/runtime.img"]
+    assert netboot.mac_name(n.hwaddr) == "52-54-00-77-00-02"
+
+
+def test_overlays_render_node_identity_key_and_slurm_config(planned):
+    spec, _, nodes = planned
+    r = overlays.render(spec, nodes, b"K" * 1024, b"ELF")
+    sysfiles = r["n02"]["system"]
+    config = sysfiles["warewulf/config"].data
+    assert "WWHOSTNAME=n02" in config and "WWIPADDR=10.77.0.12" in config and "WWPREFIX=24" in config
+    assert sysfiles["etc/hostname"].data == "n02\n"
+    assert "10.77.0.1 head" in sysfiles["etc/hosts"].data and "10.77.0.11 n01" in sysfiles["etc/hosts"].data
+    key = sysfiles["etc/munge/munge.key"]
+    assert (key.data, key.mode, key.uid) == (b"K" * 1024, 0o400, overlays.munge_id())
+    slurm = sysfiles["etc/slurm/slurm.conf"].data
+    assert "NodeName=n02 NodeAddr=10.77.0.12 CPUs=2" in slurm and "CpuSpecList=0" in slurm
+    assert "SlurmctldHost=head" in slurm
+    assert sysfiles["etc/systemd/system/slurmd.service.d/50-stackproof-corespec.conf"].data.strip().endswith("CPUAffinity=0")
+    assert sysfiles["etc/systemd/system/slurmctld.service"].link == "/dev/null"
+    assert r["n02"]["runtime"]["opt/vcluster/bin/mpi-hello"].data == b"ELF"
+
+
+def test_head_slurm_conf_moves_controller_paths():
+    text = head_slurm_conf("SlurmctldHost=head\nSlurmUser=slurm\nStateSaveLocation=/var/spool/slurmctld\nNodeName=n01 CPUs=2\n",
+                           __import__("pathlib").Path("/r"), __import__("pathlib").Path("/r/etc/plugstack.conf"))
+    lines = text.splitlines()
+    assert "AuthInfo=socket=/r/munge.socket" in lines and "SlurmUser=root" in lines
+    assert "StateSaveLocation=/r/slurmctld-state" in lines and "NodeName=n01 CPUs=2" in lines
+    assert "SlurmctldPidFile=/r/slurmctld.pid" in lines and "SlurmctldHost=head(10.77.0.1)" in lines
+
+
+# ---- errors before boot ---------------------------------------------------------------------------
+
+def _broken(conf, path, value):
+    conf = copy.deepcopy(conf)
+    node = conf["nodes"]["n02"]
+    if path == "profile":
+        node["profiles"].append("nosuch")
+    elif path == "nodev":
+        node.pop("network devices")
+    else:
+        node["network devices"]["default"][path] = value
+    return conf
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("hwaddr", "52:54:00:77:00:01", "share hwaddr"),
+    ("hwaddr", "zz", "not a MAC address"),
+    ("hwaddr", None, "needs 'hwaddr'"),
+    ("ipaddr", "10.77.0.11", "share ipaddr"),
+    ("ipaddr", "192.168.1.5", "not a node address in 10.77.0.0/24"),
+    ("ipaddr", "10.77.0.1", "not a node address"),
+    ("ipaddr", "ten", "Expected 4 octets"),
+    ("profile", None, "unknown profile 'nosuch'"),
+    ("nodev", None, "no 'network devices'"),
+])
+def test_malformed_nodes_conf_is_rejected(planned, path, value, message):
+    with pytest.raises(StackproofError, match=message):
+        nodesconf.resolve(_broken(planned[1], path, value))
+
+
+def test_nodes_conf_without_nodes_is_rejected():
+    with pytest.raises(StackproofError, match="no 'nodes'"):
+        nodesconf.resolve({"nodeprofiles": {}})
+
+
+def test_unknown_overlay_is_rejected_before_boot(planned):
+    nodes = copy.deepcopy(planned[2])
+    nodes[0].system_overlays.append("ifcfg")
+    with pytest.raises(StackproofError, match="overlay 'ifcfg' has no vcluster renderer"):
+        overlays.check_known(nodes)
+
+
+def test_unknown_profile_and_node_count_are_rejected():
+    with pytest.raises(StackproofError, match="unknown profile 'fast'"):
+        nodesconf.load_spec(nodesconf.DEFAULT_SPEC, profile="fast")
+    with pytest.raises(StackproofError, match="--nodes 9"):
+        nodesconf.load_spec(nodesconf.DEFAULT_SPEC, nodes=9)
+    for p in ("baseline", "freecore-first", "corespec"):
+        assert nodesconf.load_spec(nodesconf.DEFAULT_SPEC, profile=p).profiles["compute"].profile == p
+
+
+def test_cli_up_with_unknown_profile_fails_before_anything_starts(capsys):
+    from stackproof.cli import main
+    assert main(["vcluster", "up", "--profile", "fast"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown profile 'fast'" in err and "Traceback" not in err
+
+
+def test_missing_image_archive_names_the_build_target(monkeypatch, tmp_path):
+    monkeypatch.setattr(artifacts, "IMAGES_OUT", tmp_path)
+    with pytest.raises(StackproofError, match="make images-debian"):
+        artifacts.oci_archive("debian12-compute")
+
+
+def test_preflight_names_the_fix_for_missing_qemu_and_tun(monkeypatch):
+    monkeypatch.setattr(boot.shutil, "which", lambda tool: None if tool == boot.QEMU else "/usr/bin/" + tool)
+    real_exists = boot.Path.exists
+    monkeypatch.setattr(boot.Path, "exists", lambda self: False if str(self) == "/dev/net/tun" else real_exists(self))
+    with pytest.raises(StackproofError) as err:
+        boot.preflight()
+    assert "apt-get install qemu-system-x86 ipxe-qemu" in str(err.value)
+    assert "/dev/net/tun missing" in str(err.value) and "modprobe tun" in str(err.value)
+
+
+def test_stage_tracking_from_console(tmp_path, planned):
+    b = boot.NodeBoot(planned[2][0], "tap0", tmp_path / "c.log", tmp_path / "q.pid", started=0.0)
+    (tmp_path / "c.log").write_text("Linux version 6.1\nFreeing initrd memory: 1K\nvcluster: network up\n")
+    assert boot.update_stage(b, 5.0) and b.stage == "wwinit"
+    (tmp_path / "c.log").write_text((tmp_path / "c.log").read_text() + "\x1b[0;32m  OK  \x1b[0m] Started slurmd.service\n")
+    assert boot.update_stage(b, 9.0) and b.stage == "slurmd" and b.stage_at["slurmd"] == 9.0
+    assert "Started slurmd.service" in boot.console_tail(tmp_path / "c.log") and "\x1b" not in boot.console_tail(tmp_path / "c.log")
