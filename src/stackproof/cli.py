@@ -16,6 +16,7 @@ COMMANDS = {
     "report": "stackproof.report",
     "images": "stackproof.images",
     "spack-check": "stackproof.spackcheck",
+    "stack": "stackproof.stacks",
 }
 
 
