@@ -84,6 +84,14 @@ def write_stamp(stack: Stack, target: str, key: str) -> None:
 
 # ---------------------------------------------------------------- ldd check
 
+_LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(\S+|not found)")
+
+
+def parse_ldd(text: str) -> dict[str, str]:
+    """soname -> resolved path ('not found' kept) from ldd's output."""
+    return {m.group(1): m.group(2) for m in map(_LDD_LINE.match, text.splitlines()) if m}
+
+
 def foreign_problem(stack: Stack, binary: Path, libs: dict[str, str], others: list[Stack]) -> str | None:
     """A library resolved inside another stack's directories (prefix, library dir, LD_LIBRARY_PATH)."""
     own = {os.path.realpath(d) for d in ([str(stack.prefix)] if stack.prefix else []) +

@@ -13,6 +13,7 @@ unset or wrong, I_MPI_PMI_LIBRARY pointing nowhere); `stackproof stack check` ca
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -49,14 +50,27 @@ def parse_pins(stack: Stack) -> list[tuple[str, str]]:
     return pins
 
 
+def constraints_file(stack: Stack) -> Path | None:
+    """<name>.pip-lock.txt beside the stack file: pip constraints pinning the pins' dependencies too."""
+    if stack.file is None:
+        return None
+    path = stack.file.with_name(f"{stack.name}.pip-lock.txt")
+    return path if path.is_file() else None
+
+
+def _constraint_args(stack: Stack) -> list[str]:
+    lock = constraints_file(stack)
+    return ["-c", str(lock)] if lock else []
+
+
 def pip_command(python: str, args: list[str]) -> list[str]:
     return [python, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
 
 
-def dry_run_command(python: str, reqs: list[str], report: Path) -> list[str]:
+def dry_run_command(python: str, reqs: list[str], report: Path, constraints: list[str] = ()) -> list[str]:
     """Resolve `reqs` against the registry without installing (independent of what is installed)."""
     return pip_command(python, ["install", "--dry-run", "--ignore-installed", "--quiet",
-                                "--report", str(report), *reqs])
+                                "--report", str(report), *constraints, *reqs])
 
 
 def _pip_reason(output: str) -> str:
@@ -75,7 +89,7 @@ def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.r
     reqs = [f"{n}=={v}" for n, v in pins]
     with tempfile.TemporaryDirectory(prefix="stackproof-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        proc = runner(dry_run_command(python, reqs, report), capture_output=True, text=True)
+        proc = runner(dry_run_command(python, reqs, report, _constraint_args(stack)), capture_output=True, text=True)
         if proc.returncode == 0 and report.is_file():
             data = json.loads(report.read_text())
             return {item["metadata"]["name"].lower(): item["metadata"]["version"]
@@ -84,7 +98,8 @@ def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.r
         culprit = None
         if len(pins) > 1:      # which pin? resolve each alone (only on this error path)
             for name, version in pins:
-                one = runner(dry_run_command(python, [f"{name}=={version}"], Path(tmp) / "one.json"),
+                one = runner(dry_run_command(python, [f"{name}=={version}"], Path(tmp) / "one.json",
+                                             _constraint_args(stack)),
                              capture_output=True, text=True)
                 if one.returncode != 0:
                     culprit = (name, version)
@@ -98,6 +113,10 @@ def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.r
 
 
 # ---------------------------------------------------------------- install
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 def read_manifest(prefix: Path) -> dict | None:
     try:
@@ -142,10 +161,12 @@ def install(stack: Stack, python: str = sys.executable) -> str:
         raise StackError(f"stack {stack.name}: install.pip needs a `prefix:` in {stack.file}")
     prefix = stack.prefix
     pins = parse_pins(stack)
+    lock = constraints_file(stack)
+    wanted = [f"{n}=={v}" for n, v in pins] + ([f"lock:{sha256_text(lock.read_text())}"] if lock else [])
     manifest = read_manifest(prefix)
-    if manifest and manifest.get("pins") == [f"{n}=={v}" for n, v in pins] and \
+    if manifest and manifest.get("pins") == wanted and \
             Path(prefix, "bin", "python").exists():
-        return f"stack {stack.name}: up-to-date at {prefix} ({', '.join(manifest['pins'])})"
+        return f"stack {stack.name}: up-to-date at {prefix} ({', '.join(stack.install_pip)})"
     progress(f"{stack.name}: resolving {', '.join(stack.install_pip)} (pip --dry-run)")
     planned = resolve_pins(stack, python)
     t0 = time.monotonic()
@@ -155,14 +176,18 @@ def install(stack: Stack, python: str = sys.executable) -> str:
     progress(f"{stack.name}: venv at {prefix}, installing {len(planned)} distributions "
              f"({', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))})")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    # a changed pin list starts from an empty venv, so nothing of the old pins stays behind
-    _run([python, "-m", "venv", *(["--clear"] if manifest else []), str(prefix)], stack, "create the venv")
+    if not Path(prefix, "bin", "python").exists():
+        _run([python, "-m", "venv", str(prefix)], stack, "create the venv")
     venv_py = str(prefix / "bin" / "python")
-    _run(pip_command(venv_py, ["install", "--quiet", *[f"{n}=={v}" for n, v in pins]]), stack,
+    _run(pip_command(venv_py, ["install", "--quiet", *_constraint_args(stack), *[f"{n}=={v}" for n, v in pins]]), stack,
          "pip install")
     listing = subprocess.run(pip_command(venv_py, ["list", "--format", "json"]), capture_output=True,
                              text=True, check=True).stdout
     installed = {d["name"].lower(): d["version"] for d in json.loads(listing)}
+    stale = sorted(set(installed) - set(planned) - {"pip", "setuptools"})
+    if stale:       # left over from earlier pins: the venv holds exactly what the pins resolve to
+        _run(pip_command(venv_py, ["uninstall", "--quiet", "-y", *stale]), stack, "pip uninstall (old pins)")
+        installed = {k: v for k, v in installed.items() if k not in stale}
     wrong = [f"{n}=={installed.get(n)} (wanted {v})" for n, v in pins if installed.get(n) != v]
     if wrong:
         raise StackError(f"stack {stack.name}: pip installed {', '.join(wrong)} in {prefix}: remove the prefix "
@@ -170,7 +195,7 @@ def install(stack: Stack, python: str = sys.executable) -> str:
     seconds = round(time.monotonic() - t0, 1)
     size = _size_mb(prefix)
     (prefix / MANIFEST).write_text(json.dumps({
-        "stack": stack.name, "pins": [f"{n}=={v}" for n, v in pins],
+        "stack": stack.name, "pins": wanted,
         "installed": {k: v for k, v in sorted(installed.items()) if k not in ("pip", "setuptools")},
         "python": sys.version.split()[0], "seconds": seconds, "size_mb": size,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
