@@ -221,8 +221,8 @@ def environment_problems(stack: Stack, env: dict[str, str] | None = None) -> lis
         have = lib_dir is not None and lib_dir.is_dir() and any(
             re.search(stack.mpi_library, p.name) for p in lib_dir.iterdir())
         if not have:
-            problems.append(f"its MPI is not installed (no {stack.mpi_library} in {lib_dir}): run "
-                            f"`stackproof stack install {stack.name}`")
+            return [f"its MPI is not installed (no {stack.mpi_library} in {lib_dir}): run "
+                    f"`stackproof stack install {stack.name}`"]      # everything else follows from it
     if stack.mpi_family == "intelmpi":
         root = env.get("I_MPI_ROOT")
         if not root:
