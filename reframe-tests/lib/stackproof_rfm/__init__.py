@@ -312,12 +312,10 @@ def launcher_name(test):
 
 
 def cpu_bind_options(test, env):
-    """Launcher options placing one rank on each application core of the profile."""
+    """Launcher options placing one rank on each application core of the profile: srun's
+    --cpu-bind map, or the stack's own local-launcher dialect (stack file `launcher.local_bind`)."""
     if launcher_name(test) == 'srun':
         # The mpibind plugin (TOSS's default binding) would override an explicit --cpu-bind.
         off = ['--mpibind=off'] if 'mpibind' in test.current_partition.features else []
         return off + [f"--cpu-bind={env['STACKPROOF_SRUN_CPU_BIND']}"]
-    if launcher_name(test) == 'mpirun':
-        # Open MPI 4.1: rank i on the i-th listed CPU (--cpu-set + --bind-to core leaves ranks unbound)
-        return ['--cpu-list', env['STACKPROOF_APP_CORE_FIRST_PUS'], '--bind-to', 'cpu-list:ordered']
-    return []
+    return test.stack_spec.bind_options(env['STACKPROOF_APP_CORE_FIRST_PUS'])

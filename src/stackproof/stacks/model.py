@@ -24,6 +24,8 @@ DEFAULT_STACKS_ROOT = Path("/opt/stackproof/stacks")
 SHIPPED_DIR = REPO / "reframe-tests" / "stacks"
 MPI_FAMILIES = ("openmpi", "mpich", "intelmpi")
 SYSTEM_KINDS = ("local", "slurm")
+# launcher options placing rank i on the i-th CPU of {cpus} with the local launcher (profiles, FWQ)
+LAUNCHER_EXTRAS = ("local_bind",)
 KEYS = {"name", "description", "prefix", "install", "modules", "view", "env", "path", "ld_library_path",
         "compilers", "blas_lapack", "mpi", "launcher", "benchmarks"}
 
@@ -100,6 +102,10 @@ class Stack:
             raise StackError(f"stack {self.name} declares no benchmark {name!r} ({self.file}: benchmarks)")
         path = Path(rel)
         return path if path.is_absolute() else self.bench_dir() / path
+
+    def bind_options(self, cpus: str) -> list[str]:
+        """Local-launcher options putting rank i on the i-th CPU of `cpus` (launcher.local_bind)."""
+        return [opt.replace("{cpus}", cpus) for opt in self.launcher.get("local_bind", ())]
 
     def launch_command(self, kind: str) -> tuple[str, ...]:
         """The launcher for a system kind (local | slurm); StackError naming the file when absent."""
@@ -220,9 +226,12 @@ def parse_stack(data, path: Path, name: str | None = None) -> Stack:
     launcher = data.get("launcher")
     if not isinstance(launcher, dict) or not launcher:
         raise StackError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
-    bad = set(launcher) - set(SYSTEM_KINDS)
+    bad = set(launcher) - set(SYSTEM_KINDS) - set(LAUNCHER_EXTRAS)
     if bad:
-        raise StackError(f"{origin}: launcher kinds {sorted(bad)} unknown (use {', '.join(SYSTEM_KINDS)})")
+        raise StackError(f"{origin}: launcher kinds {sorted(bad)} unknown (use {', '.join(SYSTEM_KINDS)}, "
+                         f"and {', '.join(LAUNCHER_EXTRAS)} for binding options)")
+    if not set(launcher) & set(SYSTEM_KINDS):
+        raise StackError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
     compilers = data.get("compilers") or {}
     if not compilers.get("cc") or not compilers.get("cxx"):
         raise StackError(f"{origin}: compilers need cc and cxx (the MPI wrappers)")

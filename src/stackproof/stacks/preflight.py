@@ -5,11 +5,10 @@ Checks: the stack file loads (unknown name, no launcher, bad keys); a launcher f
 the compilers and launcher exist; required benchmarks exist (`stackproof stack build NAME` makes
 them); every benchmark binary resolves the stack's own MPI library (ldd, in the stack's run
 environment: soname regex `mpi.library`, directory `mpi.library_dir`); vendor environment
-variables (I_MPI_ROOT, I_MPI_PMI_LIBRARY) point at real files.
+variables (I_MPI_ROOT, I_MPI_PMI_LIBRARY) point at real files (provision.environment_problems).
 """
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
@@ -57,31 +56,10 @@ def _executable(cmd: str, env: dict[str, str]) -> bool:
 
 
 def environment_problems(stack: Stack, env: dict[str, str]) -> list[str]:
-    """Vendor-MPI set-up (provision.check_environment when the provisioning module has it)."""
-    try:
-        provision = importlib.import_module("stackproof.stacks.provision")
-    except ModuleNotFoundError as exc:
-        if exc.name != "stackproof.stacks.provision":
-            raise
-        provision = None
-    if provision is not None and hasattr(provision, "check_environment"):
-        try:
-            provision.check_environment(stack)
-        except StackError as exc:
-            return [str(exc)]
-        return []
-    problems = []
-    if stack.mpi_family == "intelmpi":
-        root = env.get("I_MPI_ROOT")
-        if not root or not Path(root, "include", "mpi.h").is_file():
-            problems.append(f"I_MPI_ROOT={root or '(unset)'} has no include/mpi.h (Intel's wrappers then fail with "
-                            f"`mpi.h: No such file`): set `env: {{I_MPI_ROOT: ${{prefix}}}}` in {stack.file} "
-                            f"or run `stackproof stack install {stack.name}`")
-    pmi = env.get("I_MPI_PMI_LIBRARY")
-    if pmi and not Path(pmi).is_file():
-        problems.append(f"I_MPI_PMI_LIBRARY={pmi} does not exist (every task would segfault): unset it or point it "
-                        "at Slurm's libpmi2.so")
-    return problems
+    """Vendor-MPI set-up: not installed, I_MPI_ROOT, I_MPI_PMI_LIBRARY (stackproof.stacks.provision)."""
+    from . import provision
+    prefix = f"stack {stack.name}: "
+    return [p[len(prefix):] if p.startswith(prefix) else p for p in provision.environment_problems(stack, env)]
 
 
 def _binaries(stack: Stack, name: str) -> list[Path]:
@@ -92,37 +70,42 @@ def _binaries(stack: Stack, name: str) -> list[Path]:
 
 
 def check(stack: Stack, kind: str, require=REQUIRED) -> tuple[list[str], list[str]]:
-    """(problems, notes) for one stack on a system kind."""
-    problems, notes = [], []
+    """(problems, notes) for one stack on a system kind. A stack that is not installed gets that
+    one problem (its binaries cannot be checked yet); missing benchmarks are named together."""
     env = stack.run_env()
     try:
         launcher = stack.launch_command(kind)
-        if kind == "local" and not _executable(launcher[0], env):
-            problems.append(f"launcher {launcher[0]} not found: run `stackproof stack install {stack.name}` "
-                            f"(or fix launcher.{kind} in {stack.file})")
     except StackError as exc:
-        problems.append(str(exc).replace(f"stack {stack.name} ", "", 1))
-    for key, cmd in (("cc", stack.cc), ("cxx", stack.cxx)):
-        if not _executable(cmd, env):
-            problems.append(f"compiler {key}={cmd} not found: run `stackproof stack install {stack.name}`")
-    problems += environment_problems(stack, env)
+        return [str(exc).replace(f"stack {stack.name} ", "", 1)], []
+    problems = environment_problems(stack, env)
+    if any("not installed" in p for p in problems):
+        return [p for p in problems if "not installed" in p], []     # everything else follows from it
+    if kind == "local" and not _executable(launcher[0], env):
+        problems.append(f"launcher {launcher[0]} not found: run `stackproof stack install {stack.name}` "
+                        f"(or fix launcher.{kind} in {stack.file})")
+    problems += [f"compiler {key}={cmd} not found: run `stackproof stack install {stack.name}`"
+                 for key, cmd in (("cc", stack.cc), ("cxx", stack.cxx)) if not _executable(cmd, env)]
+    if problems:
+        return problems, []
+    notes, missing = [], []
     for name in sorted(set(stack.benchmarks) | set(require)):
         if name not in stack.benchmarks:
             problems.append(f"declares no benchmark {name!r}: add it under `benchmarks:` in {stack.file}")
             continue
         binaries = _binaries(stack, name)
         if not binaries:
-            msg = f"{name}: {stack.benchmark(name)} not found"
             if name in require:
-                problems.append(f"{msg}: run `stackproof stack build {stack.name}`")
+                missing.append(name)
             else:
-                notes.append(f"{msg} (its checks skip)")
+                notes.append(f"no {name} at {stack.benchmark(name)} (its checks skip)")
             continue
-        libs_env = env
         for binary in binaries:
-            why = linkage_problem(stack, binary, linked_libraries(binary, libs_env))
+            why = linkage_problem(stack, binary, linked_libraries(binary, env))
             if why:
                 problems.append(why)
+    if missing:
+        problems.insert(0, f"benchmarks {', '.join(missing)} not built (looked in {stack.bench_dir()}): "
+                           f"run `stackproof stack build {stack.name}`")
     return problems, notes
 
 
