@@ -34,7 +34,7 @@ from stackproof.cpulist import parse_list               # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
 from stackproof.profiles import profile_names           # noqa: E402
 from stackproof_rfm import (Repeated, StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
-                            launcher_name, stackproof_cmd)
+                            launcher_name, stackproof_cmd, system_checks_stack)
 
 PROFILES = profile_names()
 # injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
@@ -64,8 +64,11 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     def profiles_need_switchable_nodes(self):
         if self.profile != 'baseline':
             self.valid_systems = ['+profiles', '+corespec']
-        if self.repeat_index > 0 and (self.profile, self.signature) != ('baseline', 'none'):
-            self.valid_systems = []         # the noise matrix runs once; only the stack row repeats
+        if (self.profile, self.signature) != ('baseline', 'none'):
+            # the profile x noise matrix measures the nodes: once, with one stack when one is named
+            self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
+            if self.repeat_index > 0:
+                self.valid_systems = []     # only the stack comparison row repeats
 
     def _fwq_noise(self):
         path = os.environ.get('STACKPROOF_FWQ_NOISE') or str(REPO / 'build' / 'fwq' / 'fwq-noise')

@@ -20,7 +20,7 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile, read_env_file   # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack, read_env_file   # noqa: E402
 
 TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
 
@@ -45,6 +45,10 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
     time_limit = '5m'
     exclusive_access = True      # whole nodes, like an application run
     tags = {'acceptance', 'binding', 'mpibind', 'ci'}
+
+    @run_after('init')
+    def one_stack(self):
+        self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
 
     @run_after('setup')
     def set_launch(self):

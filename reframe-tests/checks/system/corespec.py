@@ -12,7 +12,7 @@ from reframe.core.builtins import parameter, run_after, sanity_function   # noqa
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack   # noqa: E402
 
 
 @rfm.simple_test
@@ -25,6 +25,10 @@ class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
     time_limit = '5m'
     exclusive_access = True      # whole nodes, like an application run
     tags = {'acceptance', 'corespec', 'ci'}
+
+    @run_after('init')
+    def one_stack(self):
+        self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
 
     @run_after('setup')
     def set_launch(self):

@@ -24,6 +24,7 @@ from reframe.core.launchers import JobLauncher
 
 from stackproof.benchparse import BenchParseError, parse_file
 from stackproof.paths import REPO
+from stackproof.profiles import read_profile_env
 from stackproof.stacks import StackError, load_stack, view_var
 from stackproof.stacks.preflight import REQUIRED
 
@@ -52,14 +53,7 @@ def dims_create(nprocs, ndims=3):
 
 
 def read_env_file(path):
-    values = {}
-    with open(path) as fh:
-        for line in fh:
-            line = line.strip()
-            if line and not line.startswith('#') and '=' in line:
-                key, value = line.split('=', 1)
-                values[key] = value
-    return values
+    return read_profile_env(path)
 
 
 def render_profile(nodetype, profile, outdir):
@@ -104,6 +98,13 @@ class Repeated(rfm.RegressionMixin):
     """Performance checks are repeated as separate launches (a repetition is a separate job; ReFrame
     runs each repetition for every stack before the next one, so the stacks interleave)."""
     repeat_index = parameter(range(repeat_count()), loggable=True)
+
+
+def system_checks_stack():
+    """STACKPROOF_NOISE_STACK: the one stack that runs the system checks (profile x noise matrix,
+    core specialization, binding), which measure the nodes, not the stack; unset: every stack."""
+    name = os.environ.get('STACKPROOF_NOISE_STACK')
+    return [f'+stack-{name}'] if name else None
 
 
 class StackproofMixin(rfm.RegressionTestPlugin):
