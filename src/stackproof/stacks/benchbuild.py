@@ -197,6 +197,13 @@ def real_benchmarks_script() -> Path | None:
     return script if script.is_file() else None
 
 
+OSU_DEDUPE = r"""dedupe_osu() {
+  local am=$1/c/mpi/collective/non_blocking/Makefile.am
+  [[ -f $am ]] && perl -0pi -e 's/(osu_ireduce_scatter)[ \t]*\\\n[ \t]*osu_ireduce_scatter\n/$1\n/' "$am" || true
+}
+"""
+
+
 def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     """OSU 7.2, AMG 1.2, SW4 (and AMG2023 when its mirrors are there) with build.sh; installed binaries.
     build.sh keeps its own stamps; SW4 links the stack's blas_lapack."""
@@ -213,6 +220,12 @@ def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     old = 'linkflags="-llapack -lblas -lgfortran"'
     if old in text:
         text = text.replace(old, 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"')
+    # OSU 7.2 lists osu_ireduce_scatter twice in c/mpi/collective/non_blocking/Makefile.am, and
+    # coreutils' install refuses the second copy ("will not overwrite just-created"): drop the duplicate
+    export = 'export_src "$g" "$sha" "$bdir/src" || return 1\n  (\n'
+    if export in text:
+        text = text.replace(export, export.replace("\n  (\n", "\n  dedupe_osu \"$bdir/src\"\n  (\n"), 1)
+        text = text.replace("build_osu_one() {", OSU_DEDUPE + "build_osu_one() {", 1)
     wrapper.write_text(text)
     wrapper.chmod(0o755)
     benches = ["osu", "amg", "sw4"]
@@ -271,23 +284,23 @@ def build_stack(stack: Stack, only=None, force: bool = False):
         out = bench / "bin" / exe
         key = input_hash(stack, target, sources)
         if not force and up_to_date(stack, target, key, [out]):
-            yield (f"stack {stack.name}: {exe} up-to-date")
+            yield f"stack {stack.name}: {exe} up-to-date"
         else:
             t0 = time.monotonic()
             progress(stack, f"building {exe} with {stack.cc}")
             build(out, sources)
             write_stamp(stack, target, key)
-            yield (f"stack {stack.name}: {exe} built in {time.monotonic() - t0:.1f} s")
+            yield f"stack {stack.name}: {exe} built in {time.monotonic() - t0:.1f} s"
         built.append(out)
     if "real" in targets:
         real = build_real(stack, env)
         if real:
-            yield (f"stack {stack.name}: OSU/AMG/SW4: {len(real)} binaries")
+            yield f"stack {stack.name}: OSU/AMG/SW4: {len(real)} binaries"
             built += real
         elif not os.environ.get("STACKPROOF_BENCH_SOURCES"):
-            yield (f"stack {stack.name}: OSU/AMG/SW4 not built (set STACKPROOF_BENCH_SOURCES to their mirrors)")
+            yield f"stack {stack.name}: OSU/AMG/SW4 not built (set STACKPROOF_BENCH_SOURCES to their mirrors)"
     others = other_stacks(stack)
     for binary in built:
         check_binary(stack, binary, env, others)
     yield (f"stack {stack.name}: {len(built)} binaries link {stack.mpi_library} in "
-                 f"{stack.mpi_library_dir or 'the stack'} ({time.monotonic() - t_all:.1f} s)")
+           f"{stack.mpi_library_dir or 'the stack'} ({time.monotonic() - t_all:.1f} s)")

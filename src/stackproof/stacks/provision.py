@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -284,7 +283,3 @@ def register_verbs(verbs) -> None:
     v.add_argument("--only", help="comma-separated subset of: probe,hello,fwq,netpipe,real")
     v.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
     v.set_defaults(func=_build_cmd)
-
-
-def which(cmd: str, env: dict[str, str]) -> str | None:
-    return cmd if "/" in cmd and os.access(cmd, os.X_OK) else shutil.which(cmd, path=env.get("PATH"))
