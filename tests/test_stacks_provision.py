@@ -323,3 +323,16 @@ def test_netpipe_stderr_and_file_of_one_run_agree():
     assert [p.bytes for p in err_points] == [p.bytes for p in file_points]
     for a, b in zip(err_points, file_points):
         assert a.usec == pytest.approx(b.usec, abs=0.006) and a.mbps == pytest.approx(b.mbps, abs=0.006)
+
+
+def test_real_benchmarks_script_is_adapted_for_the_stack(shared):
+    script = shared / "tools" / "real-benchmarks" / "build.sh"
+    if not script.is_file():
+        pytest.skip(f"{script} not present (OSU/AMG/SW4 builds need it)")
+    text = benchbuild.adapt_build_script(script.read_text())
+    assert 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"' in text
+    osu = text.split("build_osu_one() {", 1)[1].split("\n}\n", 1)[0]
+    assert 'dedupe_osu "$bdir/src"' in osu
+    assert text.count("dedupe_osu") == 2
+    proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -204,6 +204,22 @@ OSU_DEDUPE = r"""dedupe_osu() {
 """
 
 
+def adapt_build_script(text: str) -> str:
+    """build.sh, adapted for a stack: SW4 links $SW4_LINKFLAGS (the stack's blas_lapack) instead of
+    Debian's -llapack -lblas, and OSU 7.2's duplicate program name is dropped before `make install`."""
+    old = 'linkflags="-llapack -lblas -lgfortran"'
+    if old in text:
+        text = text.replace(old, 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"')
+    # OSU 7.2 lists osu_ireduce_scatter twice in c/mpi/collective/non_blocking/Makefile.am, and
+    # coreutils' install refuses the second copy ("will not overwrite just-created")
+    export = 'export_src "$g" "$sha" "$bdir/src" || return 1\n  (\n'
+    if export in text and "build_osu_one() {" in text:
+        head, tail = text.split("build_osu_one() {", 1)
+        tail = tail.replace(export, export.replace("\n  (\n", "\n  dedupe_osu \"$bdir/src\"\n  (\n"), 1)
+        text = head + OSU_DEDUPE + "build_osu_one() {" + tail
+    return text
+
+
 def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     """OSU 7.2, AMG 1.2, SW4 (and AMG2023 when its mirrors are there) with build.sh; installed binaries.
     build.sh keeps its own stamps; SW4 links the stack's blas_lapack."""
@@ -213,20 +229,9 @@ def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
         return []
     if not Path(src).is_dir():
         raise StackError(f"STACKPROOF_BENCH_SOURCES={src} is not a directory: point it at the benchmark mirrors")
-    # build.sh links SW4 with Debian's -llapack -lblas; a private copy links the stack's blas_lapack instead
     wrapper = stack.bench_dir() / ".build" / "real-benchmarks-build.sh"
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    text = script.read_text()
-    old = 'linkflags="-llapack -lblas -lgfortran"'
-    if old in text:
-        text = text.replace(old, 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"')
-    # OSU 7.2 lists osu_ireduce_scatter twice in c/mpi/collective/non_blocking/Makefile.am, and
-    # coreutils' install refuses the second copy ("will not overwrite just-created"): drop the duplicate
-    export = 'export_src "$g" "$sha" "$bdir/src" || return 1\n  (\n'
-    if export in text:
-        text = text.replace(export, export.replace("\n  (\n", "\n  dedupe_osu \"$bdir/src\"\n  (\n"), 1)
-        text = text.replace("build_osu_one() {", OSU_DEDUPE + "build_osu_one() {", 1)
-    wrapper.write_text(text)
+    wrapper.write_text(adapt_build_script(script.read_text()))
     wrapper.chmod(0o755)
     benches = ["osu", "amg", "sw4"]
     if any((Path(src) / c).exists() for c in ("LLNL+AMG2023", "AMG2023", "AMG2023.git")) and \
