@@ -82,3 +82,14 @@ def test_second_install_and_build_change_nothing(stacks):
         assert "up-to-date" in provision.install(st) or not st.install_pip
         lines = list(benchbuild.build_stack(st, only=("probe", "hello", "netpipe")))
         assert all("built in" not in line for line in lines), lines
+
+
+def test_probe_exposes_the_soname_trap(stacks):
+    """Open MPI 4.1 and 5.0 share libmpi.so.40: commodity's binary started in commodity-next's environment
+    runs silently on Open MPI 5. ldd on the build host cannot see this; the probe's per-rank record does."""
+    old, new = stacks["commodity"], stacks["commodity-next"]
+    cmd = [*new.launch_command("local"), "-n", str(NP), str(old.benchmark("probe"))]
+    proc = subprocess.run(cmd, env=new.run_env(), capture_output=True, text=True, timeout=180)
+    rows = identities(new, proc)          # what really ran: commodity-next's library and version
+    assert all(not re.search(old.mpi_version, m.group(4)) for m in rows)
+    assert all(os.path.dirname(m.group(3)) != old.mpi_library_dir for m in rows)

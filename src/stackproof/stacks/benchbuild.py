@@ -244,9 +244,13 @@ def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     progress(stack, f"{', '.join(benches)} from {src} (build.sh; minutes on a first build)")
     # the view is <prefix>/bench: build.sh's stack name "bench" under PREFIX = the stack's prefix
     log = stack.bench_dir() / ".build" / "real-benchmarks.log"
-    with open(log, "w") as f:
-        proc = subprocess.run(["nice", "-n", "10", str(wrapper), src, str(stack.bench_dir().parent), "bench"],
-                              env=renv, stdout=f, stderr=subprocess.STDOUT, text=True)
+    with open(log, "w") as f, subprocess.Popen(
+            ["nice", "-n", "10", str(wrapper), src, str(stack.bench_dir().parent), "bench"],
+            env=renv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            f.write(line)
+            if line.startswith("[build.sh"):        # its progress lines, e.g. "osu/bench: built in 33 s"
+                progress(stack, line.split("] ", 1)[-1].rstrip())
     if proc.returncode != 0:
         tail = " | ".join(log.read_text().strip().splitlines()[-3:])
         raise StackError(f"stack {stack.name}: OSU/AMG/SW4 build failed ({tail}); full log {log}")
