@@ -255,6 +255,8 @@ def _install_cmd(args) -> int:
                 planned = resolve_pins(stack)
                 print(f"stack {name}: resolves: {', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))}")
             check_apt(stack)
+            if stack.install_apt:
+                print(f"stack {name}: Debian packages present ({' '.join(stack.install_apt)})")
             continue
         print(install(stack), flush=True)
     return 0
