@@ -265,10 +265,10 @@ def _identity_ok(path, st, ntasks):
     for rank, row in sorted(rows.items()):
         lib, version = row['library'], row['version']
         if not re.search(st.mpi_version, version):
-            raise SanityError(f'stack {st.name}: rank {rank} ran with MPI {version!r} ({lib}), the stack says '
-                              f'{st.mpi_version!r}: {fix}')
+            raise SanityError(f'stack {st.name}: rank {rank} ran with MPI {version!r} ({lib}), the stack file '
+                              f'requires a version matching /{st.mpi_version}/: {fix}')
         if not re.search(st.mpi_library, os.path.basename(lib)) and not re.search(st.mpi_library, lib):
-            raise SanityError(f'stack {st.name}: rank {rank} loaded {lib}, not {st.mpi_library}: {fix}')
+            raise SanityError(f'stack {st.name}: rank {rank} loaded {lib}, not /{st.mpi_library}/: {fix}')
         if st.mpi_library_dir and os.path.realpath(os.path.dirname(lib)) != os.path.realpath(st.mpi_library_dir):
             raise SanityError(f'stack {st.name}: rank {rank} loaded {lib}, outside {st.mpi_library_dir}: {fix}')
     return True
