@@ -27,5 +27,5 @@ reframe-list: venv
 ## reframe-compare: RFM_TARGET vs RFM_BASELINE in RFM_PERIOD (median over repeats per check, variable)
 reframe-compare: venv
 	@$(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) --table-format=csv \
-	  --performance-compare='$(RFM_PERIOD)/$(RFM_PERIOD)/median:basename,pvar,punit/+environ+psamples' \
+	  --performance-compare='$(RFM_PERIOD)/$(RFM_PERIOD)/median:basename,benchmark,buffers,code,size,deck,profile,signature,partition,pvar,punit/+psamples' \
 	  -E 'environ=="$(RFM_TARGET)"' -E 'environ=="$(RFM_BASELINE)"' --term-lhs=$(RFM_TARGET) --term-rhs=$(RFM_BASELINE)

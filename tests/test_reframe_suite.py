@@ -11,6 +11,8 @@
 - bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
 """
+import csv
+import io
 import json
 import os
 import shutil
@@ -274,10 +276,11 @@ def test_performance_compare_after_one_two_stack_session(local_run):
                            "RFM_BASELINE=fake-good", "RFM_PERIOD=now-1d:now"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("basename,pvar,punit,pval (median) (fake-bad),pval (median) (fake-good)"), lines
-    row = next(ln.split(",") for ln in lines if ln.startswith("MemoryBandwidth,copy_bw,MB/s,"))
-    assert float(row[3]) > 0 and float(row[4]) > 0       # both stacks' medians over their 2 repeats
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    row = next(r for r in rows if r["basename"] == "MemoryBandwidth" and r["pvar"] == "copy_bw")
+    # both stacks' medians over their 2 repeats, side by side
+    assert float(row["pval (median) (fake-bad)"]) > 0 and float(row["pval (median) (fake-good)"]) > 0
+    assert row["psamples (fake-bad)"] == row["psamples (fake-good)"] == "2"
 
 
 # ---- dry runs: generated job scripts ----------------------------------------------------------------------
