@@ -225,8 +225,11 @@ def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     build.sh keeps its own stamps; SW4 links the stack's blas_lapack."""
     src = os.environ.get("STACKPROOF_BENCH_SOURCES")
     script = real_benchmarks_script()
-    if not src or not script:
+    if not src:
         return []
+    if not script:
+        raise StackError(f"STACKPROOF_BENCH_SOURCES is set but {shared_dir()}/tools/real-benchmarks/build.sh is "
+                         "missing: set STACKPROOF_SHARED to the shared/ directory")
     if not Path(src).is_dir():
         raise StackError(f"STACKPROOF_BENCH_SOURCES={src} is not a directory: point it at the benchmark mirrors")
     wrapper = stack.bench_dir() / ".build" / "real-benchmarks-build.sh"
@@ -254,6 +257,11 @@ def build_real(stack: Stack, env: dict[str, str]) -> list[Path]:
     if proc.returncode != 0:
         tail = " | ".join(log.read_text().strip().splitlines()[-3:])
         raise StackError(f"stack {stack.name}: OSU/AMG/SW4 build failed ({tail}); full log {log}")
+    return real_binaries(stack)
+
+
+def real_binaries(stack: Stack) -> list[Path]:
+    """The OSU/AMG/SW4/AMG2023 binaries present in the stack's bench dir."""
     bench = stack.bench_dir()
     out = [bench / "bin" / b for b in ("amg", "sw4", "amg2023") if (bench / "bin" / b).is_file()]
     osu = bench / "libexec" / "osu-micro-benchmarks" / "mpi"
@@ -302,12 +310,14 @@ def build_stack(stack: Stack, only=None, force: bool = False):
             yield f"stack {stack.name}: {exe} built in {time.monotonic() - t0:.1f} s"
         built.append(out)
     if "real" in targets:
-        real = build_real(stack, env)
-        if real:
+        if os.environ.get("STACKPROOF_BENCH_SOURCES"):
+            real = build_real(stack, env)
             yield f"stack {stack.name}: OSU/AMG/SW4: {len(real)} binaries"
-            built += real
-        elif not os.environ.get("STACKPROOF_BENCH_SOURCES"):
-            yield f"stack {stack.name}: OSU/AMG/SW4 not built (set STACKPROOF_BENCH_SOURCES to their mirrors)"
+        else:
+            real = real_binaries(stack)       # from an earlier build with sources: still checked
+            yield (f"stack {stack.name}: OSU/AMG/SW4 not built (set STACKPROOF_BENCH_SOURCES to their mirrors)"
+                   + (f"; {len(real)} binaries of an earlier build kept" if real else ""))
+        built += real
     others = other_stacks(stack)
     for binary in built:
         check_binary(stack, binary, env, others)
