@@ -74,6 +74,15 @@ def _base(c):
     return " ".join(w for w in words if not w.startswith("%repeat_index="))
 
 
+def compare_rows(text):
+    """Rows of `make reframe-compare` (one CSV table per check, blank-line separated)."""
+    rows = []
+    for block in text.strip().split("\n\n"):
+        if not block.startswith("#"):
+            rows += list(csv.DictReader(io.StringIO(block)))
+    return rows
+
+
 def job_script(c):
     return (open(os.path.join(c["stagedir"], "rfm_job.sh")).read())
 
@@ -276,7 +285,7 @@ def test_performance_compare_after_one_two_stack_session(local_run):
                            "RFM_BASELINE=fake-good", "RFM_PERIOD=now-1d:now"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    rows = compare_rows(proc.stdout)
     row = next(r for r in rows if r["basename"] == "MemoryBandwidth" and r["pvar"] == "copy_bw")
     # both stacks' medians over their 2 repeats, side by side
     assert float(row["pval (median) (fake-bad)"]) > 0 and float(row["pval (median) (fake-good)"]) > 0

@@ -26,6 +26,15 @@ REPEAT = 3
 CHECKS = r"^(MPIHello|NetPIPE|MemoryBandwidth|FWQNoise.*%profile=baseline.*%signature=none)"
 
 
+def compare_rows(text):
+    """Rows of `make reframe-compare` (one CSV table per check, blank-line separated)."""
+    rows = []
+    for block in text.strip().split("\n\n"):
+        if not block.startswith("#"):
+            rows += list(csv.DictReader(io.StringIO(block)))
+    return rows
+
+
 @pytest.fixture(scope="module")
 def session(live_cluster, tmp_path_factory):
     try:
@@ -90,7 +99,7 @@ def test_performance_compare_upgrade_within_the_session(session):
                            "RFM_TARGET=commodity-next", "RFM_BASELINE=commodity", "RFM_PERIOD=now-1d:now"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    rows = compare_rows(proc.stdout)
     found = {(r["basename"], r["pvar"]) for r in rows}
     assert {("NetPIPE", "lat_8B"), ("NetPIPE", "bw_1MiB"), ("FWQNoise", "max")} <= found, proc.stdout
     lat = next(r for r in rows if (r["basename"], r["pvar"]) == ("NetPIPE", "lat_8B"))
