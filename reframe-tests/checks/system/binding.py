@@ -89,11 +89,8 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
         except (ValueError, KeyError, TypeError):
             raise SanityError(f'mpibind --json: expected {{"tasks": [...]}}, got {proc.stdout[:120]!r}') from None
 
-    @sanity_function
-    def validate(self):
-        tasks = sn.evaluate(sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5)))
-        if len(tasks) != self.num_tasks:
-            raise SanityError(f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {len(tasks)}')
+    @sn.deferrable
+    def matches_prediction(self, tasks):
         want = self.predicted()
         for rank, local, host, cpus, gpus in tasks:
             pred = want.get(int(local))
@@ -108,4 +105,13 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
             if got_gpus != pred_gpus:
                 raise SanityError(f'{self.stage_file()}: task {rank} on {host} sees GPUs {got_gpus} '
                                   f'({self.gpu_var}), mpibind predicts {pred_gpus}')
-        return sn.assert_true(True)
+        return True
+
+    @sanity_function
+    def validate(self):
+        tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
+        return sn.all([
+            sn.assert_eq(sn.count(tasks), self.num_tasks,
+                         msg=f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {{0}}'),
+            self.matches_prediction(tasks),
+        ])

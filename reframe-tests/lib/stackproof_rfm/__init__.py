@@ -94,7 +94,7 @@ def repeat_count():
     return int(value)
 
 
-class Repeated(rfm.RegressionMixin):
+class Repeated(rfm.RegressionTestPlugin):
     """Performance checks are repeated as separate launches (a repetition is a separate job; ReFrame
     runs each repetition for every stack before the next one, so the stacks interleave)."""
     repeat_index = parameter(range(repeat_count()), loggable=True)
