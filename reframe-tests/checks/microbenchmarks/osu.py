@@ -40,6 +40,8 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     buffers = parameter(list(BUFFERS), loggable=True)
     #: options of the collectives (the paper's runs)
     collective_opts = variable(typ.List[str], value=['-m', '2:4194304', '-x', '20', '-f'], loggable=True)
+    #: options of osu_latency / osu_bibw (e.g. -i 1000 -x 100: fewer iterations for a short run)
+    pt2pt_opts = variable(typ.List[str], value=[], loggable=True)
     #: nodes and tasks per node of the collectives (0: every node / one task per core)
     collective_nodes = variable(int, value=0)
     collective_tasks_per_node = variable(int, value=0)
@@ -70,7 +72,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             # two ranks on two nodes (the network) when the partition has them, else on one node
             self.num_tasks = 2
             self.num_tasks_per_node = 1 if extras['nodes'] >= 2 else 2
-            self.executable_opts = pt2pt_buffers
+            self.executable_opts = list(self.pt2pt_opts) + pt2pt_buffers
         if self.buffers != 'host':
             gpus = self.current_partition.select_devices('gpu')
             self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
