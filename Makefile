@@ -50,8 +50,9 @@ lint-python: venv
 
 test: build lint-python $(TEST_TARGETS) test-python
 
+# ACCEPTANCE_ARGS: e.g. --stack commodity --stack commodity-next --baseline commodity --repeat 3
 acceptance: build
-	@$(PY) -m stackproof.acceptance
+	@$(PY) -m stackproof.acceptance $(ACCEPTANCE_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(VENV) .pytest_cache

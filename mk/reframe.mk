@@ -1,8 +1,13 @@
 # ReFrame acceptance suite (reframe-tests/). Tested by pytest (tests/test_reframe_*.py, part of
-# `make test`); these targets run the suite by hand. STACK=commodity|vendor|laptop, SYSTEM=local|
-# testcluster|<site>; extra ReFrame options in RFM_ARGS (e.g. RFM_ARGS="-n OSUBenchmark").
+# `make test`); these targets run the suite by hand. RFM_STACK=<a reframe-tests/stacks/ file name>,
+# RFM_SYSTEM=local|testcluster|<site>; extra ReFrame options in RFM_ARGS (e.g. RFM_ARGS="-n NetPIPE").
+# reframe-compare: RFM_TARGET against RFM_BASELINE (stack names; environ of the stored test cases),
+# works within one two-stack session and across sessions (RFM_PERIOD).
 RFM_SYSTEM ?= local
-RFM_STACK  ?= laptop
+RFM_STACK  ?= commodity
+RFM_BASELINE ?= commodity
+RFM_TARGET ?= vendor
+RFM_PERIOD ?= now-7d:now
 RFM_ARGS   ?=
 RFM_RUN    := $(PY) $(REPO)/reframe-tests/run.py
 
@@ -19,8 +24,18 @@ reframe-dry-run: venv
 reframe-list: venv
 	@$(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) -l $(RFM_ARGS)
 
-## reframe-compare: vendor vs commodity over the last 7 days (median per test, partition, variable)
+## reframe-compare: RFM_TARGET vs RFM_BASELINE in RFM_PERIOD: per check, the median over repeats of each
+## performance variable, grouped by basename and that check's own parameters (ReFrame cannot join a
+## parameter column that one side lacks, so each check is compared on its own; `name` carries the
+## repeat index, `sysenv` the stack: neither may be a group-by column)
+RFM_COMPARE_GROUPS := NetPIPE:basename MemoryBandwidth:basename FWQNoise:basename,profile,signature \
+  OSUBenchmark:basename,benchmark,buffers AMGBenchmark:basename,code,size SW4Benchmark:basename,deck
+RFM_CMP = $(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) --table-format=csv \
+  -E 'environ=="$(RFM_TARGET)"' -E 'environ=="$(RFM_BASELINE)"' --term-lhs=$(RFM_TARGET) --term-rhs=$(RFM_BASELINE)
 reframe-compare: venv
-	@$(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) --table-format=csv \
-	  --performance-compare='now-7d:now?stack=="vendor"/now-7d:now?stack=="commodity"/median:name,partition,pvar,punit/+environ' \
-	  --term-lhs=vendor --term-rhs=commodity
+	@for g in $(RFM_COMPARE_GROUPS); do check=$${g%%:*}; cols=$${g#*:}; \
+	  out=$$($(RFM_CMP) -n "^$$check" \
+	    --performance-compare="$(RFM_PERIOD)/$(RFM_PERIOD)/median:$$cols,partition,pvar,punit/+psamples" 2>/dev/null); \
+	  if [ $$? -eq 0 ] && [ "$$(printf '%s\n' "$$out" | wc -l)" -gt 1 ]; then printf '%s\n\n' "$$out"; \
+	  else printf '# %s: not measured for both %s and %s\n\n' $$check $(RFM_TARGET) $(RFM_BASELINE); fi; \
+	done

@@ -4,12 +4,15 @@
   python reframe-tests/run.py --system local --stack laptop [-- EXTRA REFRAME ARGS]
   python reframe-tests/run.py --system testcluster --stack commodity --stack vendor --dry-run
 
-Checks the system and stack names against the configuration first (ReFrame itself would run zero
-tests for an unknown stack), tags the session with the stack(s) for `--performance-compare`, and
-runs `reframe -C reframe-tests/config/site.py --system S -p '^(STACKS)$' -r`. Exit status is
+Before anything runs: the system and stack names are checked against the configuration (ReFrame
+itself would run zero tests for an unknown stack) and every stack must pass `stackproof stack check
+NAME --kind local|slurm` (stack file, launcher, binaries, MPI linkage, vendor environment): one
+error naming the stack and the fix, exit 2. Then the session is tagged with the stacks and
+`reframe -C reframe-tests/config/site.py --system S -p '^(STACKS)$' -r` runs; exit status is
 ReFrame's, except that a run that measured nothing fails (stackproof.run_verdict): 0 test cases
-selected, or a GPU partition whose GPU checks were all skipped. Environment: STACKPROOF_RFM_PREFIX, STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX,
-STACKPROOF_<STACK>_VIEW and the per-benchmark binary variables (docs/acceptance.md).
+selected, or a GPU partition whose GPU checks were all skipped. Environment: STACKPROOF_RFM_PREFIX,
+STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX, STACKPROOF_STACKS_ROOT, STACKPROOF_STACKS_DIR,
+STACKPROOF_<STACK>_VIEW, STACKPROOF_REPEAT (docs/acceptance.md).
 """
 import argparse
 import json
@@ -37,6 +40,26 @@ def stacks_of(config, system):
     return None
 
 
+def system_kind(config, system):
+    """`slurm` when the system's partitions launch with srun, else `local` (stack file launcher keys)."""
+    for sysconf in config['systems']:
+        if sysconf['name'] == system:
+            launchers = {part['launcher'] for part in sysconf['partitions']}
+            return 'slurm' if 'srun' in launchers else 'local'
+    return 'local'
+
+
+def preflight(stacks, kind):
+    """`stackproof stack check` for every stack; a message naming each problem, or None."""
+    from stackproof.stacks import StackError
+    from stackproof.stacks.preflight import ensure_ready
+    try:
+        ensure_ready(stacks, kind)
+    except StackError as exc:
+        return str(exc)
+    return None
+
+
 def reframe_command(args, extra):
     reframe = shutil.which('reframe', path=os.path.dirname(sys.executable)) or shutil.which('reframe')
     if reframe is None:
@@ -59,10 +82,13 @@ def main(argv=None):
         argv = argv[:argv.index('--')]
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--system', required=True, help='local, testcluster, or a site system (config/systems/)')
-    parser.add_argument('--stack', action='append', required=True, help='commodity, vendor or laptop (repeatable)')
+    parser.add_argument('--stack', action='append', required=True,
+                        help='a stack file name: commodity, vendor, commodity-next, mpich (repeatable)')
     parser.add_argument('--tag', help='only checks with this tag (e.g. acceptance, ci, osu)')
     parser.add_argument('--dry-run', action='store_true', help='generate job scripts, run nothing')
     parser.add_argument('--print-command', action='store_true', help='print the reframe command and exit')
+    parser.add_argument('--no-preflight', action='store_true',
+                        help='skip `stackproof stack check` (the checks then fail one by one instead)')
     args = parser.parse_args(argv)
 
     try:
@@ -80,8 +106,14 @@ def main(argv=None):
     unknown = [s for s in args.stack if s not in stacks]
     if unknown:
         sys.exit(f'run.py: error: unknown stack {", ".join(map(repr, unknown))} for system {args.system!r} '
-                 f'(known: {", ".join(stacks)})')
+                 f'(known: {", ".join(stacks)}): describe it in reframe-tests/stacks/NAME.yaml '
+                 '(or a directory in $STACKPROOF_STACKS_DIR), see docs/acceptance.md')
     cmd = reframe_command(args, extra)
+    if not (args.print_command or args.dry_run or args.no_preflight):
+        problem = preflight(args.stack, system_kind(config, args.system))
+        if problem:
+            print(f'run.py: error: {problem}', file=sys.stderr)
+            return 2
     if args.print_command:
         print(' '.join(cmd))
         return 0

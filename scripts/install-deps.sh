@@ -15,11 +15,25 @@ APT_PACKAGES=(
   # namespaces, process tools, core-specialization tools
   iproute2 procps util-linux tuna irqbalance
   python3-venv
+  # software stacks (stackproof stack build): BLAS/LAPACK for commodity stacks, Fortran for the wrappers
+  # (NetPIPE comes from Debian's netpipe source package: see the deb-src entry below)
+  libopenblas-dev gfortran
 )
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: must run as root (apt-get)" >&2
   exit 1
+fi
+
+# deb-src entries mirroring the system's debian.sources, so `apt-get source netpipe` works
+# (stackproof stack build compiles NetPIPE from Debian's source package for every MPI stack)
+DEB_SRC=/etc/apt/sources.list.d/stackproof-deb-src.sources
+NEED_UPDATE=0
+if [ ! -e "$DEB_SRC" ] && [ -f /etc/apt/sources.list.d/debian.sources ] \
+   && ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  echo "install-deps: adding deb-src entries ($DEB_SRC)"
+  sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$DEB_SRC"
+  NEED_UPDATE=1
 fi
 
 missing=()
@@ -50,4 +64,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   rm -f "$aptlog"
 else
   echo "install-deps: all ${#APT_PACKAGES[@]} Debian packages present"
+  if [ "$NEED_UPDATE" = 1 ]; then apt-get -o DPkg::Lock::Timeout=900 update -qq; fi
 fi

@@ -1,13 +1,18 @@
 """The ReFrame acceptance suite (reframe-tests/), run as a subprocess the way a site runs it.
 
-- local system, for real: MPI hello, FWQ (laptop stack), and OSU/AMG/SW4 against fake stack views
-  whose "binaries" print the recorded outputs of ../shared/fixtures (commodity: well-formed,
-  vendor: malformed or the wrong code) -- exercising launch, parsers, sanity, references, results DB;
+- local system, for real, with three site stacks described in a temporary $STACKPROOF_STACKS_DIR
+  (all Debian Open MPI 4.1, each with its own bench dir): the identity probe, hello and fwq-mpi
+  really built and run; NetPIPE/OSU/AMG/SW4 "binaries" print the recorded outputs of
+  ../shared/fixtures and tests/data/netpipe (fake-good: well-formed; fake-bad: malformed, wrong code
+  or missing; fake-wrong: a stack file whose MPI version does not match what really runs) --
+  exercising the stack's launcher, identity, parsers, deferred sanity, repeats, results DB;
 - testcluster and x86gpu with --dry-run: the generated job scripts (launcher line, arguments,
   environment) without Slurm;
-- bad input: unknown system or stack names.
+- bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
 """
+import csv
+import io
 import json
 import os
 import shutil
@@ -16,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from stackproof.nodetype import load
 from stackproof.paths import REPO
@@ -24,23 +30,26 @@ from stackproof.profiles import plan
 SUITE = REPO / "reframe-tests"
 CONFIG = SUITE / "config" / "site.py"
 REFRAME = shutil.which("reframe", path=os.path.dirname(sys.executable))
+NETPIPE = REPO / "tests" / "data" / "netpipe"
 
 pytestmark = pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")
 
 RANK0 = '[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ] || exit 0\n'
+STACK_VARS = ("RFM_REFERENCE_PREFIX", "STACKPROOF_STACKS_DIR", "STACKPROOF_REPEAT", "STACKPROOF_NOISE_STACK")
 
 
-def fake_binary(path, text):
+def fake_binary(path, text, to_file=None):
+    """A script printing recorded output (to stdout, or to `to_file` in the working directory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + RANK0 + f"cat <<'EOF_OUTPUT'\n{text}EOF_OUTPUT\n")
+    redirect = f" > {to_file}" if to_file else ""
+    path.write_text("#!/bin/sh\n" + RANK0 + f"cat{redirect} <<'EOF_OUTPUT'\n{text}EOF_OUTPUT\n")
     path.chmod(0o755)
 
 
-def reframe(tmp, *args, extra_env=None, timeout=300):
+def reframe(tmp, *args, extra_env=None, timeout=600):
     env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp / "prefix"),
                STACKPROOF_RESULTS_DB=str(tmp / "db" / "results.db"), **(extra_env or {}))
-    for var in ("OSU_BIN_DIR", "AMG_BIN", "AMG2023_BIN", "SW4_BIN", "STACKPROOF_FWQ", "RFM_REFERENCE_PREFIX",
-                "STACKPROOF_COMMODITY_VIEW", "STACKPROOF_VENDOR_VIEW", "STACKPROOF_LAPTOP_VIEW"):
+    for var in STACK_VARS:
         if var not in (extra_env or {}):
             env.pop(var, None)
     report = tmp / "report.json"
@@ -52,11 +61,26 @@ def reframe(tmp, *args, extra_env=None, timeout=300):
     return proc, cases
 
 
-def case(cases, name, environ, partition=None):
-    found = [c for c in cases if c["name"] == name and c["environ"] == environ
-             and (partition is None or c["partition"] == partition)]
-    assert len(found) == 1, f"{name} +{environ}: {[(c['name'], c['environ']) for c in cases]}"
+def case(cases, name, environ, partition=None, repeat=0):
+    """The test case `name` (display name without the repeat parameter) of one stack."""
+    found = [c for c in cases if _base(c) == name and c["environ"] == environ
+             and (partition is None or c["partition"] == partition) and c.get("repeat_index", 0) in (repeat, None)]
+    assert len(found) == 1, f"{name} +{environ}: {[(c['display_name'], c['environ']) for c in cases]}"
     return found[0]
+
+
+def _base(c):
+    words = c["display_name"].rsplit(" /", 1)[0].split()
+    return " ".join(w for w in words if not w.startswith("%repeat_index="))
+
+
+def compare_rows(text):
+    """Rows of `make reframe-compare` (one CSV table per check, blank-line separated)."""
+    rows = []
+    for block in text.strip().split("\n\n"):
+        if not block.startswith("#"):
+            rows += list(csv.DictReader(io.StringIO(block)))
+    return rows
 
 
 def job_script(c):
@@ -68,107 +92,182 @@ def noise_stats_available():
                           capture_output=True).returncode == 0
 
 
+def site_stack(stacks_dir, root, name, **changes):
+    data = yaml.safe_load((SUITE / "stacks" / "commodity.yaml").read_text())
+    data.update(name=name, description=f"test stack {name}", prefix=str(root / name), **changes)
+    (stacks_dir / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return root / name / "bench"
+
+
+def build_real(bench):
+    """The identity probe, hello and fwq-mpi, really built against Debian's Open MPI."""
+    bin_ = bench / "bin"
+    bin_.mkdir(parents=True, exist_ok=True)
+    data, fwq = REPO / "src/stackproof/data", REPO / "fwq"
+    for cmd in (["mpicc.openmpi", "-O2", "-o", bin_ / "mpi_identity", data / "mpi_identity.c", "-ldl"],
+                ["mpicc.openmpi", "-O2", "-o", bin_ / "mpi_hello", data / "mpi_hello.c"],
+                ["mpicc.openmpi", "-O1", f"-I{fwq}", "-o", bin_ / "fwq-mpi", fwq / "fwq_mpi.c", fwq / "fwq_common.c",
+                 "-lm"]):
+        subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
+
+
 # ---- local system, real runs -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory, shared):
-    if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
-        pytest.skip("mpirun/mpicc not found (run scripts/install-deps.sh: openmpi-bin libopenmpi-dev)")
+    if shutil.which("mpirun.openmpi") is None or shutil.which("mpicc.openmpi") is None:
+        pytest.skip("mpirun.openmpi/mpicc.openmpi not found (scripts/install-deps.sh: openmpi-bin libopenmpi-dev)")
     tmp = tmp_path_factory.mktemp("rfm-local")
+    stacks, root = tmp / "stacks", tmp / "root"
+    stacks.mkdir()
     fx = shared / "fixtures"
-    good, bad = tmp / "views" / "good", tmp / "views" / "bad"
+    good = site_stack(stacks, root, "fake-good")
+    bad = site_stack(stacks, root, "fake-bad")
+    wrong = site_stack(stacks, root, "fake-wrong", mpi={"family": "openmpi", "version": "Open MPI v5\\.0",
+                                                       "library": "libmpi\\.so\\.40",
+                                                       "library_dir": "/usr/lib/x86_64-linux-gnu"})
+    for bench in (good, bad, wrong):
+        build_real(bench)
+    np_good = (NETPIPE / "openmpi-4.1.4.np.out").read_text()
+    fake_binary(good / "bin/NPmpi", np_good, to_file="np.out")
+    fake_binary(wrong / "bin/NPmpi", np_good, to_file="np.out")
+    fake_binary(bad / "bin/NPmpi", "mpirun noticed that process rank 1 exited on signal 11 (Segmentation fault).\n",
+                to_file="np.out")
+    osu = "libexec/osu-micro-benchmarks/mpi"
     for bench in ("osu_latency", "osu_bibw", "osu_allreduce", "osu_allgather"):
-        fake_binary(good / "bin" / bench, (fx / "osu" / "7.2" / f"{bench}.out").read_text())
+        kind = "collective" if bench in ("osu_allreduce", "osu_allgather") else "pt2pt"
+        fake_binary(good / osu / kind / bench, (fx / "osu" / "7.2" / f"{bench}.out").read_text())
         # truncated: header, no rows -> sanity must say so
-        fake_binary(bad / "bin" / bench, "# OSU MPI Latency Test v7.2\n" if bench == "osu_latency"
+        fake_binary(bad / osu / kind / bench, "# OSU MPI Latency Test v7.2\n" if bench == "osu_latency"
                     else "mpirun noticed that process rank 1 exited on signal 9 (Killed).\n")
-    fake_binary(good / "bin" / "amg", (fx / "amg" / "amg-n20-P211-p1.out").read_text())
-    fake_binary(good / "bin" / "amg2023", (fx / "amg" / "amg2023-n20-P211-p1.out").read_text())
-    fake_binary(bad / "bin" / "amg2023", (fx / "amg" / "amg-n20-P211-p1.out").read_text())   # wrong code
-    fake_binary(good / "bin" / "sw4", (fx / "sw4" / "flat-twi-1.out").read_text())
-    fake_binary(bad / "bin" / "sw4", "ERROR: could not open input file\n")
-    proc, cases = reframe(tmp, "--system", "local", "-r", "--exec-policy=async",
-                          "-n", "^(MPIHello|OSUBenchmark|AMGBenchmark|SW4Benchmark|FWQNoise)",
-                          extra_env={"STACKPROOF_COMMODITY_VIEW": str(good), "STACKPROOF_VENDOR_VIEW": str(bad)})
+    fake_binary(good / "bin/amg", (fx / "amg" / "amg-n20-P211-p1.out").read_text())
+    fake_binary(good / "bin/amg2023", (fx / "amg" / "amg2023-n20-P211-p1.out").read_text())
+    fake_binary(bad / "bin/amg2023", (fx / "amg" / "amg-n20-P211-p1.out").read_text())   # wrong code
+    fake_binary(good / "bin/sw4", (fx / "sw4" / "flat-twi-1.out").read_text())
+    fake_binary(bad / "bin/sw4", "ERROR: could not open input file\n")
+    proc, cases = reframe(tmp, "--system", "local", "-r", "-p", "^fake-",
+                          "-n", "^(MPIHello|NetPIPE|MemoryBandwidth|OSUBenchmark|AMGBenchmark|SW4Benchmark|FWQNoise)",
+                          "-x", "^FWQNoise.*%signature=daemon", "-S", "FWQNoise.samples=2000",
+                          "-S", "MemoryBandwidth.mib=8",
+                          extra_env={"STACKPROOF_STACKS_DIR": str(stacks), "STACKPROOF_REPEAT": "2"})
     return tmp, proc, cases
 
 
-def test_local_osu_amg_sw4_pass_with_fixture_output(local_run):
+def test_local_benchmarks_pass_with_fixture_output(local_run):
     _, proc, cases = local_run
-    osu = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "commodity")
+    osu = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "fake-good")
     assert osu["result"] == "pass", osu["fail_reason"]
     assert osu["perfvalues"]["local:default:lat_1B"][0] == 0.40
-    # references/commodity/osu.yaml applies (wide sanity bound on the 8 B latency)
-    assert osu["perfvalues"]["local:default:lat_8B"][:4] == [13.53, 10.0, None, 9.0]
-    bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "commodity")
+    assert osu["perfvalues"]["local:default:lat_8B"][1:4] == [0, None, None]    # no invented reference
+    bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "fake-good")
     assert bibw["perfvalues"]["local:default:bw_4194304B"][0] == 2906.7
-    coll = case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity")
+    coll = case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "fake-good")
     assert coll["executable_opts"] == ["-m", "2:4194304", "-x", "20", "-f"]
     assert len([k for k in coll["perfvalues"] if k.startswith("local:default:lat_")]) == 22
-    amg = case(cases, "AMGBenchmark %code=amg %size=ci", "commodity")
+    amg = case(cases, "AMGBenchmark %code=amg %size=ci", "fake-good")
     assert amg["result"] == "pass" and amg["perfvalues"]["local:default:fom"][0] == 8.901626e+07
     assert amg["executable_opts"][:4] == ["-n", "20", "20", "20"]
-    amg23 = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "commodity")
+    amg23 = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-good")
     assert amg23["perfvalues"]["local:default:fom"][0] == 2.374211e+07
-    sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "commodity")
+    sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "fake-good")
     assert sw4["result"] == "pass" and sw4["perfvalues"]["local:default:solve_time"][0] == 0.514944384
+    np_ = case(cases, "NetPIPE", "fake-good")
+    assert np_["result"] == "pass", np_["fail_reason"]
+    assert {"local:default:lat_8B", "local:default:bw_1MiB"} <= set(np_["perfvalues"])
+    curve = open(os.path.join(np_["outputdir"], "netpipe-curve.csv")).read().splitlines()
+    assert curve[0] == "bytes,usec,MBps" and len(curve) > 20
+    mem = case(cases, "MemoryBandwidth", "fake-good")
+    assert mem["result"] == "pass" and mem["perfvalues"]["local:default:copy_bw"][0] > 0
     # the paper-size AMG runs only on remote partitions
-    assert not [c for c in cases if c["name"] == "AMGBenchmark %code=amg %size=paper"]
+    assert not [c for c in cases if _base(c) == "AMGBenchmark %code=amg %size=paper"]
 
 
-def test_local_malformed_output_fails_sanity_naming_file(local_run):
+def test_local_results_contract(local_run):
+    """Every performance case: environ = stack, `stack`, the MPI library each rank really used, the repeat."""
     _, _, cases = local_run
-    lat = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "vendor")
+    for c in cases:
+        if c["result"] != "pass" or not c["perfvalues"]:
+            continue
+        assert c["stack"] == c["environ"]
+        assert c["mpi_library"].startswith("Open MPI v4.1"), (c["display_name"], c["mpi_library"])
+        assert c["mpi_library_path"].endswith("/libmpi.so.40")
+        assert c["repeat_index"] in (0, 1)
+    repeats = {c["repeat_index"] for c in cases if _base(c) == "NetPIPE" and c["environ"] == "fake-good"}
+    assert repeats == {0, 1}
+    # stacks interleave: each repetition runs for every stack before the next one
+    order = [(c["repeat_index"], c["environ"]) for c in cases if _base(c) == "NetPIPE"]
+    assert [r for r, _ in order] == sorted(r for r, _ in order)
+
+
+def test_local_malformed_output_fails_with_the_full_reason(local_run):
+    _, _, cases = local_run
+    lat = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "fake-bad")
     assert lat["result"] == "fail" and lat["fail_phase"] == "sanity"
     assert os.path.join(lat["stagedir"], "rfm_job.out") in lat["fail_reason"]
     assert "expected an OSU column header" in lat["fail_reason"]
-    bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "vendor")
+    bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "fake-bad")
     assert "expected an OSU title line" in bibw["fail_reason"] and "signal 9" in bibw["fail_reason"]
-    amg23 = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "vendor")
+    amg23 = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-bad")
     assert "expected AMG2023" in amg23["fail_reason"] and "got AMG 1.2" in amg23["fail_reason"]
-    sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "vendor")
+    sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "fake-bad")
     assert "expected an SW4 solve-time line" in sw4["fail_reason"]
+    np_ = case(cases, "NetPIPE", "fake-bad")
+    assert np_["result"] == "fail" and "expected NetPIPE data lines" in np_["fail_reason"]
+    assert "Segmentation fault" in np_["fail_reason"]
 
 
-def test_local_missing_binary_skips_naming_variable(local_run):
+def test_local_identity_mismatch_names_the_stack_and_fix(local_run):
+    _, _, cases = local_run
+    c = case(cases, "MPIHello", "fake-wrong")
+    assert c["result"] == "fail"
+    assert "stack fake-wrong: rank 0 ran with MPI 'Open MPI v4.1.4" in c["fail_reason"]
+    assert "the stack file requires a version matching /Open MPI v5\\.0/" in c["fail_reason"]
+    assert "stackproof stack build fake-wrong" in c["fail_reason"]
+    assert case(cases, "MPIHello", "fake-good")["result"] == "pass"
+
+
+def test_local_missing_benchmark_skips_naming_stack_and_fix(local_run):
     _, proc, cases = local_run
-    assert case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "laptop")["result"] == "skip"
-    assert "osu_bibw not found for stack 'laptop'" in proc.stdout
-    assert "set OSU_BIN_DIR or STACKPROOF_LAPTOP_VIEW" in proc.stdout
-    assert "set AMG2023_BIN or STACKPROOF_LAPTOP_VIEW" in proc.stdout
-    assert "set SW4_BIN or STACKPROOF_LAPTOP_VIEW" in proc.stdout
-    # vendor's view has no amg: skipped, not failed
-    assert case(cases, "AMGBenchmark %code=amg %size=ci", "vendor")["result"] == "skip"
+    assert case(cases, "AMGBenchmark %code=amg %size=ci", "fake-bad")["result"] == "skip"
+    assert case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-wrong")["result"] == "skip"
+    assert "stack fake-wrong provides no amg2023 (" in proc.stdout
+    assert "build it with `stackproof stack build fake-wrong`" in proc.stdout
 
 
 def test_local_mpi_hello_every_stack(local_run):
     _, proc, cases = local_run
-    for stack in ("laptop", "commodity", "vendor"):
-        c = case(cases, "MPIHello", stack)
-        assert c["result"] == "pass", (stack, c["fail_reason"], proc.stdout[-2000:])
-        assert c["num_tasks"] == load("local").num_cores
+    c = case(cases, "MPIHello", "fake-good")
+    assert c["result"] == "pass", (c["fail_reason"], proc.stdout[-2000:])
+    assert c["num_tasks"] == load("local").num_cores
+    script = open(os.path.join(c["outputdir"], "rfm_job.sh")).read()
+    assert "/usr/bin/mpirun.openmpi --oversubscribe -np " in script        # the stack's own launcher
+    assert "/bench/bin/mpi_identity > identity.out 2>&1" in script
 
 
 def test_local_fwq_baseline(local_run):
     _, proc, cases = local_run
-    if not (REPO / "build/fwq/fwq-mpi").exists():
-        pytest.skip("build/fwq/fwq-mpi not built (make build) and STACKPROOF_FWQ not set")
     if not noise_stats_available():
         pytest.skip("`stackproof noise stats` not available in this checkout")
-    for sig in ("none", "10Hz-2500us"):
-        c = case(cases, f"FWQNoise %profile=baseline %signature={sig}", "laptop")
+    sigs = ("none", "10Hz-2500us") if (REPO / "build/fwq/fwq-noise").exists() else ("none",)
+    for sig in sigs:
+        c = case(cases, f"FWQNoise %profile=baseline %signature={sig}", "fake-good")
         assert c["result"] == "pass", c["fail_reason"]
         values = {k.split(":")[-1]: v[0] for k, v in c["perfvalues"].items()}
         assert set(values) == {"min", "mean", "max", "std", "noise_fraction"}
         assert 0 < values["min"] <= values["mean"] <= values["max"]
         assert 0 <= values["noise_fraction"] <= 1
+    # only the stack comparison row repeats
+    assert len([c for c in cases if _base(c) == "FWQNoise %profile=baseline %signature=none"
+                and c["environ"] == "fake-good"]) == 2
+    assert len([c for c in cases if _base(c) == "FWQNoise %profile=baseline %signature=10Hz-2500us"
+                and c["environ"] == "fake-good"]) == 1
     # other profiles need a switchable cluster: not run on the local system
     assert not [c for c in cases if "%profile=corespec" in c["name"]]
 
 
 def test_local_results_database(local_run):
     tmp, proc, _ = local_run
-    assert proc.returncode != 0          # the vendor cases fail on purpose
+    assert proc.returncode != 0          # the fake-bad and fake-wrong cases fail on purpose
     db = tmp / "db" / "results.db"
     with sqlite3.connect(db) as conn:
         tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
@@ -177,13 +276,30 @@ def test_local_results_database(local_run):
         assert conn.execute("select count(*) from sessions").fetchone()[0] == 1
 
 
+def test_performance_compare_after_one_two_stack_session(local_run):
+    """docs/acceptance.md's recipe (make reframe-compare): one session holding both stacks."""
+    tmp, _, _ = local_run
+    env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp / "prefix"),
+               STACKPROOF_RESULTS_DB=str(tmp / "db" / "results.db"), STACKPROOF_STACKS_DIR=str(tmp / "stacks"))
+    proc = subprocess.run(["make", "-s", "-C", str(REPO), "reframe-compare", "RFM_TARGET=fake-bad",
+                           "RFM_BASELINE=fake-good", "RFM_PERIOD=now-1d:now"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = compare_rows(proc.stdout)
+    row = next(r for r in rows if r["basename"] == "MemoryBandwidth" and r["pvar"] == "copy_bw")
+    # both stacks' medians over their 2 repeats, side by side
+    assert float(row["pval (median) (fake-bad)"]) > 0 and float(row["pval (median) (fake-good)"]) > 0
+    assert row["psamples (fake-bad)"] == row["psamples (fake-good)"] == "2"
+
+
 # ---- dry runs: generated job scripts ----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def testcluster_dry(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rfm-tc")
-    proc, cases = reframe(tmp, "--system", "testcluster:cpu", "-p", "^laptop$", "--dry-run",
-                          extra_env={"STACKPROOF_RUN_DIR": str(tmp / "cluster")})
+    proc, cases = reframe(tmp, "--system", "testcluster:cpu", "-p", "^(commodity|vendor)$", "--dry-run",
+                          extra_env={"STACKPROOF_RUN_DIR": str(tmp / "cluster"), "STACKPROOF_REPEAT": "1",
+                                     "STACKPROOF_STACKS_ROOT": "/stacks", "STACKPROOF_NOISE_STACK": "commodity"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return cases
 
@@ -191,62 +307,74 @@ def testcluster_dry(tmp_path_factory):
 def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     cases = testcluster_dry
     nodes, cores = 2, load("local").num_cores
-    coll = job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "laptop"))
-    assert "#SBATCH --partition=cpu" in coll and "export SLURM_MPI_TYPE=pmix" in coll
-    assert "export PATH=/opt/stackproof/views/laptop/bin:$PATH" in coll
+    coll = job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity"))
+    assert "#SBATCH --partition=cpu" in coll and "export OMPI_ALLOW_RUN_AS_ROOT=1" in coll
     assert f"#SBATCH --ntasks={nodes * cores}" in coll
-    assert ("srun /opt/stackproof/views/laptop/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce "
+    # the stack's own launcher, its identity probe first, then its own OSU build
+    assert "srun --mpi=pmix /stacks/commodity/bench/bin/mpi_identity > identity.out 2>&1" in coll
+    assert ("srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi/osu_allreduce "
             "-m 2:4194304 -x 20 -f") in coll
-    lat = job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "laptop"))
+    lat = job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "commodity"))
     assert "#SBATCH --ntasks=2" in lat and "#SBATCH --ntasks-per-node=1" in lat
-    assert lat.rstrip().endswith("mpi/pt2pt/osu_latency")
+    assert lat.rstrip().endswith("mpi/osu_latency")
     # no GPU buffers on a partition without CUDA
     assert not [c for c in cases if "%buffers=cuda" in c["name"]]
-    amg = job_script(case(cases, "AMGBenchmark %code=amg %size=paper", "laptop"))
-    assert "export OMP_NUM_THREADS=1" in amg
-    assert "srun /opt/stackproof/views/laptop/bin/amg -n 200 100 100 -P " in amg
-    sw4 = job_script(case(cases, "SW4Benchmark %deck=halfspace-small", "laptop"))
+    amg = job_script(case(cases, "AMGBenchmark %code=amg %size=paper", "vendor"))
+    assert "export OMP_NUM_THREADS=1" in amg and "export I_MPI_ROOT=/stacks/vendor" in amg
+    assert "export LD_LIBRARY_PATH=/stacks/vendor/lib" in amg
+    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/amg -n 200 100 100 -P " in amg
+    sw4 = job_script(case(cases, "SW4Benchmark %deck=halfspace-small", "commodity"))
     assert "cp " + str(SUITE / "checks/apps/sw4-inputs/halfspace-small.in") + " ." in sw4
-    assert "srun /opt/stackproof/views/laptop/bin/sw4 halfspace-small.in" in sw4
+    assert "srun --mpi=pmix /stacks/commodity/bench/bin/sw4 halfspace-small.in" in sw4
+    np_ = job_script(case(cases, "NetPIPE", "vendor"))
+    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/NPmpi -l 8 -u 1048576 -p 0 -n 100 -o np.out" in np_
 
 
 def test_dry_run_fwq_uses_profile_app_cores(testcluster_dry):
     nt = load("local")
     for profile in ("baseline", "freecore-last", "corespec"):
         prof = plan(nt, profile)
-        c = case(testcluster_dry, f"FWQNoise %profile={profile} %signature=none", "laptop")
+        c = case(testcluster_dry, f"FWQNoise %profile={profile} %signature=none", "commodity")
         script = job_script(c)
         assert f"#SBATCH --ntasks={len(prof.app_cores)}" in script
         assert "#SBATCH --exclusive" in script
         masks = ",".join(hex(sum(1 << pu for pu in nt.core_pus(s, k))) for s, k in prof.app_cores)
         # explicit binding; the mpibind plugin (partition feature) is switched off for it
-        assert f"srun --mpibind=off --cpu-bind=mask_cpu:{masks} " in script, script
+        assert f"srun --mpi=pmix --mpibind=off --cpu-bind=mask_cpu:{masks} /stacks/commodity/bench/bin/fwq-mpi " \
+            in script, script
+        # the identity probe runs with exactly the benchmark's launcher and binding
+        assert f"srun --mpi=pmix --mpibind=off --cpu-bind=mask_cpu:{masks} /stacks/commodity/bench/bin/mpi_identity" \
+            in script
         assert "-n 10000 -w 4096 -o fwq.dat" in script
-    noisy = job_script(case(testcluster_dry, "FWQNoise %profile=corespec %signature=10Hz-2500us", "laptop"))
+    noisy = job_script(case(testcluster_dry, "FWQNoise %profile=corespec %signature=10Hz-2500us", "commodity"))
     assert "srun --overlap" in noisy and "fwq-noise --freq 10 --duration 2500us --cpus " in noisy
+    # the profile x noise matrix measures the nodes: once, with the stack STACKPROOF_NOISE_STACK names
+    assert not [c for c in testcluster_dry if "%profile=corespec" in c["display_name"] and c["environ"] == "vendor"]
+    assert case(testcluster_dry, "FWQNoise %profile=baseline %signature=none", "vendor")
 
 
 def test_dry_run_corespec_and_binding(testcluster_dry, tmp_path):
-    c = case(testcluster_dry, "CoreSpecCheck %profile=clean", "laptop")
+    c = case(testcluster_dry, "CoreSpecCheck %profile=clean", "commodity")
     script = job_script(c)
     assert "/usr/local/sbin/stackproof-corespec check > corespec-check.txt" in script
-    assert "srun grep Cpus_allowed_list /proc/self/status" in script
+    assert "srun --mpi=pmix grep Cpus_allowed_list /proc/self/status" in script
     for profile, tasks in (("baseline", len(plan(load("local"), "baseline").app_cores)),
                            ("corespec", len(plan(load("local"), "corespec").app_cores))):
-        b = job_script(case(testcluster_dry, f"MpibindBinding %profile={profile}", "laptop"))
-        assert "srun --mpibind=on sh -c" in b and "lstopo-no-graphics --of xml > topology.xml" in b
+        b = job_script(case(testcluster_dry, f"MpibindBinding %profile={profile}", "commodity"))
+        assert "srun --mpi=pmix --mpibind=on sh -c" in b and "lstopo-no-graphics --of xml > topology.xml" in b
         assert f"#SBATCH --ntasks={tasks}" in b
 
 
 def test_dry_run_x86gpu_cuda_buffers_and_gpu_health(tmp_path):
     proc, cases = reframe(tmp_path, "--system", "x86gpu", "-p", "^commodity$", "--dry-run",
-                          "-n", "^(OSUBenchmark|GPUHealth)")
+                          "-n", "^(OSUBenchmark|GPUHealth)",
+                          extra_env={"STACKPROOF_REPEAT": "1", "STACKPROOF_STACKS_ROOT": "/stacks"})
     assert proc.returncode == 0, proc.stdout[-3000:]
     nt = load("pascal")
     dev = job_script(case(cases, "OSUBenchmark %benchmark=osu_allgather %buffers=cuda-device", "commodity"))
     assert "-m 2:4194304 -x 20 -f -d cuda" in dev
     assert f"#SBATCH --gpus-per-node={len(nt.gpus)}" in dev
-    assert "export PATH=/opt/stackproof/views/commodity-gpu/bin:$PATH" in dev
+    assert "srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi/osu_allgather -m 2:4194304" in dev
     assert job_script(case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=cuda-device",
                            "commodity")).rstrip().endswith("osu_bibw D D")
     assert job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=cuda-managed",
@@ -289,14 +417,28 @@ def test_real_site_partitions_are_built_from_node_types():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--system", "nosuch", "--stack", "laptop"], "unknown system 'nosuch' (known: "),
-    (["--system", "local", "--stack", "nosuch"], "unknown stack 'nosuch' for system 'local' (known: commodity, laptop, vendor)"),
-    (["--system", "lassen", "--stack", "laptop"], "unknown stack 'laptop' for system 'lassen'"),
+    (["--system", "nosuch", "--stack", "commodity"], "unknown system 'nosuch' (known: "),
+    (["--system", "local", "--stack", "nosuch"],
+     "unknown stack 'nosuch' for system 'local' (known: commodity, commodity-next, mpich, vendor): describe it in "
+     "reframe-tests/stacks/NAME.yaml"),
+    (["--system", "lassen", "--stack", "mpich"], "unknown stack 'mpich' for system 'lassen'"),
 ])
 def test_unknown_system_or_stack(args, message, tmp_path):
     env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp_path), STACKPROOF_RESULTS_DB=str(tmp_path / "r.db"))
     proc = subprocess.run([sys.executable, str(SUITE / "run.py"), *args], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_run_py_preflight_stops_before_reframe(tmp_path):
+    """A stack that is not installed: one error naming the stack and the fix, nothing run."""
+    env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp_path), STACKPROOF_RESULTS_DB=str(tmp_path / "r.db"),
+               STACKPROOF_STACKS_ROOT=str(tmp_path / "nothing"))
+    proc = subprocess.run([sys.executable, str(SUITE / "run.py"), "--system", "local", "--stack", "vendor"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("run.py: error: stack vendor: its MPI is not installed")
+    assert "run `stackproof stack install vendor`" in proc.stderr
+    assert not (tmp_path / "stage").exists()
 
 
 def test_run_py_command_for_a_stack(tmp_path):

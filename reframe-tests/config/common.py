@@ -28,6 +28,13 @@ def results_db():
     return path
 
 
+_GENERAL = {
+    'check_search_path': [CHECKS],
+    'check_search_recursive': True,
+    'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'),
+}
+
+
 def _stack_mode(stack):
     return {'name': stack,
             'options': ['-p', f'^{stack}$', '-t', 'acceptance', '--exec-policy=serial',
@@ -35,11 +42,12 @@ def _stack_mode(stack):
 
 
 site_configuration = {
-    'general': [{
-        'check_search_path': [CHECKS],
-        'check_search_recursive': True,
-        'report_file': os.path.join(PREFIX, 'reports', 'run-report-{sessionid}.json'),
-    }],
+    'general': [
+        # the test cluster and this machine answer squeue instantly: poll at least once a second
+        # (ReFrame's default decays to once every 10 s, which made short jobs take ~10 s each)
+        dict(_GENERAL, poll_rate_min=1.0, target_systems=['testcluster', 'local']),
+        _GENERAL,
+    ],
     'storage': [{'enable': True, 'sqlite_db_file': results_db()}],
     'modes': [
         # every stack the system defines, serially (noise and latency tests must not overlap)

@@ -4,10 +4,10 @@ Every hardware fact in a partition (sockets, CPUs, SMT, NUMA, GPUs) comes from a
 (`stackproof.nodetype.load(...)`), never from this directory: a new site adds a node type and one
 small systems/<site>.py that says how jobs are submitted.
 
-Stacks: one ReFrame environment per software stack under test (`commodity`, `vendor`, and `laptop`
-for a workstation with Debian's Open MPI). A stack's binaries come from its Spack view:
-  $STACKPROOF_<STACK>_VIEW   (default /opt/stackproof/views/<spack env>, see VIEW_DEFAULTS)
-and per-benchmark overrides (OSU_BIN_DIR, AMG_BIN, AMG2023_BIN, SW4_BIN; see docs/acceptance.md).
+Stacks: one ReFrame environment per software stack under test, generated from its stack file
+(reframe-tests/stacks/<name>.yaml, read by stackproof.stacks): compilers, environment, modules,
+launcher and benchmark paths all come from there ($STACKPROOF_<STACK>_VIEW overrides a stack's
+view; see docs/acceptance.md).
 """
 import os
 import sys
@@ -16,23 +16,12 @@ from stackproof.cpulist import format_mask
 from stackproof.errors import StackproofError
 from stackproof.gpu_health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
 from stackproof.nodetype import NodeType, load
+from stackproof.nodetype import NodeType
+from stackproof.stacks import StackError, load_stack, stack_names, view_var
 
-STACKS = ('commodity', 'vendor', 'laptop')
+# Every stack file (reframe-tests/stacks/*.yaml and $STACKPROOF_STACKS_DIR): one environment each.
+STACKS = tuple(stack_names())
 
-# Spack environment (spack-envs/<name>) whose view holds a stack, per partition kind.
-VIEW_DEFAULTS = {
-    'commodity': {'cpu': '/opt/stackproof/views/commodity-cpu',
-                  'gpu': '/opt/stackproof/views/commodity-gpu'},
-    'vendor': {'cpu': '/opt/stackproof/views/vendor', 'gpu': '/opt/stackproof/views/vendor'},
-    'laptop': {'cpu': '/opt/stackproof/views/laptop', 'gpu': '/opt/stackproof/views/laptop'},
-}
-
-def view_var(stack):
-    return f'STACKPROOF_{stack.upper()}_VIEW'
-
-
-def stack_view(stack, kind):
-    return os.environ.get(view_var(stack)) or VIEW_DEFAULTS[stack][kind]
 
 
 def _hexmask(cpus):
@@ -114,22 +103,26 @@ def partition(nt: NodeType, name, *, descr, scheduler, launcher, access=(), feat
 
 
 def stack_environments(system, part):
-    """One environment per stack for this partition: its view first on PATH, MPI compiler
-    wrappers, and the `cuda` feature where the partition has NVIDIA GPUs."""
+    """One environment per stack for this partition, generated from its stack file: compilers,
+    modules, environment variables (PATH / LD_LIBRARY_PATH prepends with other stacks' entries
+    removed), features `mpi`, `stack-<name>`, `openmp`, the MPI family (and `cuda` on NVIDIA
+    partitions), extras `stack` and `omp_flag` (what third-party checks read)."""
     cuda = 'cuda' in part['features']
-    kind = part['extras']['kind']
     envs = []
-    for stack in part['environs']:
-        view = stack_view(stack, kind)
+    for name in part['environs']:
+        try:
+            st = load_stack(name)
+        except StackError as exc:
+            raise RuntimeError(str(exc)) from None
         env = {
-            'name': stack,
+            'name': name,
             'target_systems': [f"{system}:{part['name']}"],
-            'features': ['mpi', f'stack-{stack}'] + (['cuda'] if cuda else []),
-            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-            'env_vars': [['PATH', f'{view}/bin:$PATH'],
-                         # Open MPI refuses root without these (CI, containers)
-                         ['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']],
-            'extras': {'stack': stack, 'view': view, 'view_var': view_var(stack)},
+            'features': ['mpi', f'stack-{name}', 'openmp', st.mpi_family] + (['cuda'] if cuda else []),
+            'cc': st.cc, 'cxx': st.cxx, 'ftn': st.fc or '',
+            'modules': list(st.modules),
+            'env_vars': [[k, v] for k, v in st.env_changes().items()],
+            'extras': {'stack': name, 'omp_flag': '-fopenmp', 'mpi_family': st.mpi_family,
+                       'blas_lapack': st.blas_lapack, 'view_var': view_var(name)},
         }
         if cuda:
             env['nvcc'] = 'nvcc'
@@ -137,10 +130,11 @@ def stack_environments(system, part):
     return envs
 
 
-def system(name, *, descr, hostnames, partitions, prefix=None):
-    """A system entry plus its per-partition stack environments."""
+def system(name, *, descr, hostnames, partitions, prefix=None, modules_system='nomod'):
+    """A system entry plus its per-partition stack environments (`modules_system`: lmod, tmod4...
+    on a site whose stacks name modules)."""
     sysconf = {'name': name, 'descr': descr, 'hostnames': list(hostnames),
-               'modules_system': 'nomod', 'partitions': partitions}
+               'modules_system': modules_system, 'partitions': partitions}
     if prefix:
         sysconf['prefix'] = prefix
     envs = [e for p in partitions for e in stack_environments(name, p)]

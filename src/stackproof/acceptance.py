@@ -1,15 +1,22 @@
-"""`make acceptance`: bring up the local test cluster, run the acceptance steps under every
-core-specialization profile, print and write a summary, tear the cluster down.
+"""`make acceptance`: compare software stacks on the local test cluster (default: commodity =
+Debian Open MPI 4.1 vs vendor = Intel MPI + MKL, baseline commodity), after checking the node
+profiles; print and write a summary, tear the cluster down.
 
-Steps: an MPI smoke job under every profile (one rank per application core, each rank's CPU
-checked) and across 3 namespaced nodes, then the ReFrame acceptance suite on the test cluster
-(FWQ x profiles x injected signature, core specialization, mpibind binding, MPI; OSU/AMG/SW4 when
-their binaries are provided), then `stackproof report`. Each step prints `[i/n] step ... ok (s)`.
-Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR): summary.md, report.html, report.md,
-reframe-report.json.
+  python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity] [--repeat N]
+
+Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts),
+an MPI smoke job under every core-specialization profile (one rank per application core, each
+rank's CPU checked) and across 3 namespaced nodes, then one ReFrame session on the test cluster:
+per stack MPI hello + identity, NetPIPE, memory bandwidth, FWQ, OSU/AMG/SW4 where the stack has
+them, each performance check repeated N times as separate jobs (--repeat, default 3 here),
+stacks interleaved; the node checks (FWQ x profiles x injected signature, core specialization,
+mpibind binding) run once, with the baseline stack. Then `stackproof report --baseline B`.
+Each step prints `[i/n] step ... ok (s)`. Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
+summary.md, report.html, report.md, reframe-report.json.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -26,7 +33,9 @@ from .cpulist import parse_list
 from .errors import StackproofError
 from .nodetype import from_host
 from .paths import REPO
-from .profiles import plan, profile_names
+from .profiles import plan, profile_names, read_profile_env
+from .stacks import StackError, stack_names
+from .stacks.preflight import ensure_ready
 
 
 def build_mpi_hello(mpi: str, out_dir: Path) -> Path:
@@ -48,8 +57,7 @@ class Result:
 
 
 def profile_env(cluster: Cluster) -> dict[str, str]:
-    text = (cluster.root / "etc/stackproof/profile.env").read_text()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    return read_profile_env(cluster.root / "etc/stackproof/profile.env")
 
 
 def mpi_smoke(cluster: Cluster, hello: Path, profile: str) -> str:
@@ -116,25 +124,31 @@ def summary_markdown(results: list[Result], header: str) -> str:
 
 # FWQ size for acceptance on a small machine: 50,000 samples of ~7 us quanta (-w 16384) per rank;
 # runs with an injected signature sample for at least 5 signature periods (the check's rule).
-FWQ_SETTINGS = ["-S", "FWQNoise.samples=50000", "-S", "FWQNoise.work=16384"]
-ACCEPTANCE_CHECKS = "FWQNoise|CoreSpecCheck|MpibindBinding|MPIHello|OSUBenchmark|AMGBenchmark|SW4Benchmark|GPUHealth"
+FWQ_SETTINGS = ["-S", "FWQNoise.samples=50000", "-S", "FWQNoise.work=16384",
+                # OSU point-to-point: 1,000 timed iterations per size (default 10,000 small / 1,000 large)
+                "-S", "OSUBenchmark.pt2pt_opts=-i,1000,-x,100"]
+ACCEPTANCE_CHECKS = ("FWQNoise|CoreSpecCheck|MpibindBinding|MPIHello|NetPIPE|MemoryBandwidth|OSUBenchmark|"
+                     "AMGBenchmark|SW4Benchmark|GPUHealth")
+DEFAULT_STACKS = ["commodity", "vendor"]
 
 
-def reframe_suite(cluster: Cluster, out: Path, stacks: list[str]) -> str:
+def reframe_suite(cluster: Cluster, out: Path, stacks: list[str], baseline: str, repeat: int) -> str:
     """The ReFrame acceptance checks on the test cluster (output streamed as progress)."""
     report = out / "reframe-report.json"
     st = cluster.load_state()
     if st is None:
         raise StackproofError("the test cluster is not up (see the cluster step above)")
     env = cluster.env()
-    env.update(STACKPROOF_CLUSTER_NODES=str(len(st.node_names)), STACKPROOF_FAKE_GPUS=str(st.settings["fake_gpus"]))
+    env.update(STACKPROOF_CLUSTER_NODES=str(len(st.node_names)), STACKPROOF_FAKE_GPUS=str(st.settings["fake_gpus"]),
+               STACKPROOF_REPEAT=str(repeat), STACKPROOF_NOISE_STACK=baseline)
     cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
     for s in stacks:
         cmd += ["--stack", s]
     # The cpu partition: the gpu partition's fake GPUs cannot run CUDA, and the same node would only
     # repeat the CPU measurements.
-    cmd += ["--", "--system", "testcluster:cpu", "-n", ACCEPTANCE_CHECKS, "--report-file", str(report),
-            *FWQ_SETTINGS]
+    # AMG's paper size (2 M points per rank) is for real clusters; the test cluster runs the CI size
+    cmd += ["--", "--system", "testcluster:cpu", "-n", ACCEPTANCE_CHECKS, "-x", ".*%size=paper",
+            "--report-file", str(report), *FWQ_SETTINGS]
     print(file=sys.stderr)
     proc = subprocess.run(cmd, env=env, stderr=subprocess.STDOUT, text=True, stdout=sys.stderr)
     if not report.exists():
@@ -148,20 +162,40 @@ def reframe_suite(cluster: Cluster, out: Path, stacks: list[str]) -> str:
     return summary
 
 
-def stacks_available() -> list[str]:
-    """The laptop stack (this machine's Open MPI) always; commodity/vendor when their views exist."""
-    stacks = ["laptop"]
-    for stack in ("commodity", "vendor"):
-        var = f"STACKPROOF_{stack.upper()}_VIEW"
-        if os.environ.get(var) and Path(os.environ[var]).is_dir():
-            stacks.append(stack)
-    return stacks
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m stackproof.acceptance", description=__doc__.split("\n\n")[0])
+    p.add_argument("--stack", action="append", metavar="NAME",
+                   help=f"a stack to compare (repeatable; default {' and '.join(DEFAULT_STACKS)})")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="the stack the others are compared with (default: the first --stack, i.e. commodity)")
+    p.add_argument("--repeat", type=int, default=int(os.environ.get("STACKPROOF_REPEAT") or 3),
+                   help="separate launches per performance check and stack (default $STACKPROOF_REPEAT or 3: "
+                        "under 10 minutes here; 5 gives the report a 95 %% interval)")
+    args = p.parse_args(argv)
+    args.stack = args.stack or list(DEFAULT_STACKS)
+    args.baseline = args.baseline or args.stack[0]
+    known = stack_names()
+    for name in args.stack:
+        if name not in known:
+            p.error(f"unknown stack {name!r} (known: {', '.join(known)})")
+    if args.baseline not in args.stack:
+        p.error(f"--baseline {args.baseline} is not one of the stacks compared ({', '.join(args.stack)})")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    return args
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if os.geteuid() != 0:
         print("acceptance: must run as root (the test cluster starts daemons)", file=sys.stderr)
         return 1
+    try:
+        for line in ensure_ready(args.stack, "slurm"):
+            print(f"acceptance: {line}", file=sys.stderr)
+    except StackError as exc:
+        print(f"acceptance: error: {exc}", file=sys.stderr)
+        return 2
     out = Path(os.environ.get("STACKPROOF_REPORT_DIR", REPO / "reports" / "acceptance"))
     out.mkdir(parents=True, exist_ok=True)
     nt = from_host("local")
@@ -181,14 +215,15 @@ def main() -> int:
     plugin = find_mpibind_plugin()
     steps.append(("test cluster for ReFrame (1 node, 2 fake GPUs, mpibind)",
                   lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
-    stacks = stacks_available()
-    steps.append(("ReFrame acceptance suite", lambda: reframe_suite(cluster, out, stacks)))
-    steps.append(("report", lambda: _report(out)))
+    steps.append((f"ReFrame acceptance suite ({' vs '.join(args.stack)}, {args.repeat} repeats)",
+                  lambda: reframe_suite(cluster, out, args.stack, args.baseline, args.repeat)))
+    steps.append(("report", lambda: _report(out, args.baseline)))
     try:
         results = run(steps)
     finally:
         cluster.down(quiet=True)
-    header = (f"Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x {nt.cores_per_socket} cores x "
+    header = (f"Stacks {', '.join(args.stack)} (baseline {args.baseline}), {args.repeat} repeats. "
+              f"Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x {nt.cores_per_socket} cores x "
               f"{nt.threads_per_core} PUs), corespec k={nt.corespec.get('cores_per_socket')}.")
     md = summary_markdown(results, header)
     (out / "summary.md").write_text(md)
@@ -197,13 +232,16 @@ def main() -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
-def _report(out: Path) -> str:
-    from .report import build, load_run
+def _report(out: Path, baseline: str) -> str:
     report = out / "reframe-report.json"
     if not report.exists():
         raise StackproofError("no ReFrame results to report")
-    data = build(load_run(str(report)), out, "stackproof acceptance report")
-    return f"{out / 'report.html'} ({len(data['results'])} test cases, {len(data['noise'])} noise rows)"
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(report),
+                           "--baseline", baseline, "-o", str(out), "--title", "stackproof acceptance report"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"stackproof report failed: {proc.stderr.strip()[-1000:]}")
+    return f"{out / 'report.html'}: {proc.stdout.strip()[-300:]}"
 
 
 def _up(cluster: Cluster, settings: Settings) -> str:

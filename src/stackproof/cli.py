@@ -21,6 +21,7 @@ COMMANDS = {
     "images": "stackproof.images",
     "vcluster": "stackproof.vcluster.cli",
     "spack-check": "stackproof.spackcheck",
+    "stack": "stackproof.stacks",
 }
 # Programs with their own argument parser, reachable as `stackproof <noun> <verb> [their options]`
 # (their `python -m` entry points stay, for scripts that call them).

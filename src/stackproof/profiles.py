@@ -29,6 +29,17 @@ def profile_names() -> list[str]:
     return list(load_catalog()["profiles"])
 
 
+def read_profile_env(path) -> dict[str, str]:
+    """KEY=VALUE lines of a rendered etc/stackproof/profile.env (the one reader of that file)."""
+    values = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key] = value
+    return values
+
+
 @dataclass
 class ProfilePlan:
     name: str

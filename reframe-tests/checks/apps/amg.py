@@ -3,8 +3,9 @@
 Sizes: `paper` is the TOSS-2020 per-node problem (-n 200 100 100 per rank, -P from the rank count
 like MPI_Dims_create: 8 nodes x 40 ranks -> -P 8 8 5), run on remote partitions only; `ci` is a
 small problem (-n 20 20 20 per rank) that finishes in seconds on one node.
-Binaries: $AMG_BIN / $AMG2023_BIN, else <stack view>/bin/amg (amg2023: bin/amg2023, bin/amg).
-The code is recognised from its output: an AMG 1.2 binary under the amg2023 test fails sanity.
+Binaries: the stack's `amg` and `amg2023` benchmarks (stack file). A stack without AMG2023 skips
+the amg2023 test with the reason (never an AMG 1.2 fallback); the code is recognised from its output,
+so an AMG 1.2 binary given as amg2023 fails sanity naming both. Repeated STACKPROOF_REPEAT times.
 """
 import os
 import sys
@@ -18,14 +19,13 @@ from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError         # noqa: E402
 
-from stackproof_rfm import StackproofMixin, dims_create  # noqa: E402
+from stackproof_rfm import Repeated, StackproofMixin, dims_create  # noqa: E402
 
-CODES = {'amg': ('AMG_BIN', ['amg'], 'AMG 1.2 (Figure of Merit (FOM_N))'),
-         'amg2023': ('AMG2023_BIN', ['amg2023', 'amg'], 'AMG2023 (Figure of Merit (FOM): ...)')}
+CODES = {'amg': 'AMG 1.2 (Figure of Merit (FOM_N))', 'amg2023': 'AMG2023 (Figure of Merit (FOM): ...)'}
 
 
 @rfm.simple_test
-class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
+class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     code = parameter(list(CODES), loggable=True)
     size = parameter(['ci', 'paper'], loggable=True)
     #: -problem (AMG 1.2: 1 = AMG-PCG 27-point; AMG2023: 1 = AMG-GMRES 27-point, 2 = AMG-PCG 7-point)
@@ -40,6 +40,7 @@ class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}
     reference_file = 'amg.yaml'
+    records_identity = True
     time_limit = '30m'
     tags = {'acceptance', 'amg', 'apps'}
 
@@ -50,8 +51,7 @@ class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def set_launch(self):
-        var, view_names, _ = CODES[self.code]
-        self.executable = self.resolve_binary(self.code, var, view_names=view_names)
+        self.executable = self.stack_binary(self.code)
         extras = self.current_partition.extras
         nodes = self.nodes or (extras['nodes'] if self.size == 'paper' else 1)
         self.num_tasks_per_node = self.tasks_per_node or extras['cores_per_node']
@@ -60,13 +60,17 @@ class AMGBenchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
         self.executable_opts = (['-n'] + [str(n) for n in grid] + ['-P'] +
                                 [str(p) for p in dims_create(self.num_tasks)] + ['-problem', str(self.problem)])
 
-    @sanity_function
-    def validate(self):
+    @sn.deferrable
+    def right_code(self):
         result = self.parse_output('amg')
         if result.code != self.code:
-            raise SanityError(f'{self.stage_file()}: expected {CODES[self.code][2]} output, got '
-                              f'{CODES[result.code][2]} output (wrong binary?)')
-        return sn.assert_true(True)
+            raise SanityError(f'{self.stage_file()}: expected {CODES[self.code]} output, got '
+                              f'{CODES[result.code]} output (wrong binary in benchmarks.{self.code}?)')
+        return True
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.identity_sanity(), self.right_code()])
 
     @run_before('performance')
     def set_perf_variables(self):

@@ -2,7 +2,9 @@
 'solver phase'; both parsed by stackproof.benchparse.parse_sw4).
 
 Input decks are a parameter: $SW4_DECKS (comma-separated paths) or the small deck shipped in
-sw4-inputs/. Binary: $SW4_BIN, else <stack view>/bin/sw4.
+sw4-inputs/. Binary: the stack's `sw4` benchmark (stack file; built against the stack's own
+BLAS/LAPACK, `blas_lapack`); skipped with the reason when the stack has none. Repeated
+STACKPROOF_REPEAT times.
 """
 import os
 import sys
@@ -14,7 +16,7 @@ import reframe.utility.sanity as sn                     # noqa: E402
 from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
                                    sanity_function, variable)
 
-from stackproof_rfm import StackproofMixin              # noqa: E402
+from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
 
 INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sw4-inputs')
 DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') if d] or \
@@ -22,7 +24,7 @@ DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') 
 
 
 @rfm.simple_test
-class SW4Benchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
+class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     deck = parameter(DECKS, loggable=True,
                      fmt=lambda path: os.path.splitext(os.path.basename(path))[0])
     #: nodes and ranks per node (0: one per core)
@@ -32,12 +34,13 @@ class SW4Benchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}
     reference_file = 'sw4.yaml'
+    records_identity = True
     time_limit = '30m'
     tags = {'acceptance', 'sw4', 'apps'}
 
     @run_after('setup')
     def set_launch(self):
-        self.executable = self.resolve_binary('sw4', 'SW4_BIN')
+        self.executable = self.stack_binary('sw4')
         self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
         self.num_tasks = self.nodes * self.num_tasks_per_node
         # the deck is copied next to the job so its output directory lands in the stage dir
@@ -46,9 +49,9 @@ class SW4Benchmark(StackproofMixin, rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def validate(self):
-        self.parse_output('sw4')
-        return sn.assert_found(r'program sw4 finished', self.stdout,
-                               msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')
+        return sn.all([self.identity_sanity(), self.parsed_ok('sw4'),
+                       sn.assert_found(r'program sw4 finished', self.stdout,
+                                       msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')])
 
     @run_before('performance')
     def set_perf_variables(self):

@@ -11,8 +11,10 @@ The configuration is switched with the profile machinery (`stackproof cluster up
 the test cluster; the node image's profile on real sites), then one rank runs on each application
 core of the profile (profile.env: STACKPROOF_APP_CPUS, STACKPROOF_SRUN_CPU_BIND). The trace is
 reduced by `stackproof noise stats --json`; performance variables come from the most affected core.
-Binaries: $STACKPROOF_FWQ (fwq-mpi) and $STACKPROOF_FWQ_NOISE (fwq-noise), else the stack view's
-bin/, else (laptop stack) the project's build/fwq/.
+Profiles are the ones slurm-conf/profiles.yaml defines. Binaries: the stack's `fwq` benchmark (fwq-mpi
+built against that stack's MPI) and fwq-noise (no MPI: $STACKPROOF_FWQ_NOISE, else the project's
+build/fwq/). The stack comparison row (baseline, no signature) repeats STACKPROOF_REPEAT times; the
+profile x signature matrix runs once.
 """
 import json
 import os
@@ -30,16 +32,17 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import parse_list               # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
-from stackproof_rfm import (StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
-                            launcher_name, stackproof_cmd)
+from stackproof.profiles import profile_names           # noqa: E402
+from stackproof_rfm import (Repeated, StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
+                            launcher_name, stackproof_cmd, system_checks_stack)
 
-PROFILES = ['baseline', 'freecore-first', 'freecore-last', 'corespec', 'clean']
+PROFILES = profile_names()
 # injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
 SIGNATURES = ['none', '10Hz-2500us', 'daemon-10Hz-2500us']
 
 
 @rfm.simple_test
-class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
+class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     profile = parameter(PROFILES, loggable=True)
     signature = parameter(SIGNATURES, loggable=True)
     samples = variable(int, value=10000, loggable=True)
@@ -52,6 +55,7 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     reference_file = 'fwq.yaml'
+    records_identity = True
     time_limit = '15m'
     exclusive_access = True      # whole nodes: ranks are bound to the profile's application cores
     tags = {'acceptance', 'fwq', 'noise', 'ci'}
@@ -60,30 +64,27 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
     def profiles_need_switchable_nodes(self):
         if self.profile != 'baseline':
             self.valid_systems = ['+profiles', '+corespec']
+        if (self.profile, self.signature) != ('baseline', 'none'):
+            # the profile x noise matrix measures the nodes: once, with one stack when one is named
+            self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
+            if self.repeat_index > 0:
+                self.valid_systems = []     # only the stack comparison row repeats
 
-    def _binary(self, name, var):
-        override = os.environ.get(var)
-        candidates = [override] if override else [os.path.join(self.stack_view, 'bin', name)]
-        if not override and self.stack == 'laptop':
-            candidates.append(str(REPO / 'build' / 'fwq' / name))    # built by `make` against the system MPI
-        for path in candidates:
-            if os.path.isfile(path) and os.access(path, os.X_OK):
-                return path
-        if self.is_dry_run():
-            return candidates[0]
-        self.skip(f'{name} not found for stack {self.stack!r} (looked in {", ".join(candidates)}): '
-                  f'set {var} or {self.view_var}')
+    def _fwq_noise(self):
+        path = os.environ.get('STACKPROOF_FWQ_NOISE') or str(REPO / 'build' / 'fwq' / 'fwq-noise')
+        if os.path.isfile(path) and os.access(path, os.X_OK) or self.is_dry_run():
+            return path
+        raise SanityError(f'fwq-noise not found at {path}: build it (make fwq-build) or set STACKPROOF_FWQ_NOISE')
 
     @run_after('setup')
     def set_launch(self):
-        self.executable = self._binary('fwq-mpi', 'STACKPROOF_FWQ')
+        self.executable = self.stack_binary('fwq')
         daemon = self.signature.startswith('daemon-')
         signature = self.signature[len('daemon-'):] if daemon else self.signature
         if daemon and 'profiles' not in self.current_partition.features and not self.is_dry_run():
             self.skip('a node noise daemon needs a system whose profiles stackproof switches (the local '
                       'test cluster, feature "profiles"); on a site, run the daemon on the nodes yourself')
-        noise = (self._binary('fwq-noise', 'STACKPROOF_FWQ_NOISE')
-                 if signature != 'none' and not daemon else None)
+        noise = self._fwq_noise() if signature != 'none' and not daemon else None
         try:
             self.profile_env = activate_profile(self, self.profile, noise_daemon=signature if daemon else 'none')
         except RuntimeError as exc:
@@ -130,8 +131,8 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
             cache['_fwq_stats'] = (cores, worst)
         return cache['_fwq_stats']
 
-    @sanity_function
-    def validate(self):
+    @sn.deferrable
+    def ranks_on_app_cpus(self):
         cores, _ = self.noise_stats()
         trace = self.stage_file('fwq.dat')
         ranks = {c['rank'] for c in cores}
@@ -146,7 +147,11 @@ class FWQNoise(StackproofMixin, rfm.RunOnlyRegressionTest):
         if self.nodes == 1 and len({c['cpu'] for c in cores}) != self.num_tasks:
             raise SanityError(f'{trace}: expected one rank per application core, ranks share CPUs: '
                               f'{sorted(c["cpu"] for c in cores)}')
-        return sn.assert_true(True)
+        return True
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.identity_sanity(), self.ranks_on_app_cpus()])
 
     @run_before('performance')
     def set_perf_variables(self):

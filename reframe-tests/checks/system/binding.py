@@ -20,7 +20,7 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile, read_env_file   # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack, read_env_file   # noqa: E402
 
 TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
 
@@ -45,6 +45,10 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
     time_limit = '5m'
     exclusive_access = True      # whole nodes, like an application run
     tags = {'acceptance', 'binding', 'mpibind', 'ci'}
+
+    @run_after('init')
+    def one_stack(self):
+        self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
 
     @run_after('setup')
     def set_launch(self):
@@ -85,11 +89,8 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
         except (ValueError, KeyError, TypeError):
             raise SanityError(f'mpibind --json: expected {{"tasks": [...]}}, got {proc.stdout[:120]!r}') from None
 
-    @sanity_function
-    def validate(self):
-        tasks = sn.evaluate(sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5)))
-        if len(tasks) != self.num_tasks:
-            raise SanityError(f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {len(tasks)}')
+    @sn.deferrable
+    def matches_prediction(self, tasks):
         want = self.predicted()
         for rank, local, host, cpus, gpus in tasks:
             pred = want.get(int(local))
@@ -104,4 +105,13 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
             if got_gpus != pred_gpus:
                 raise SanityError(f'{self.stage_file()}: task {rank} on {host} sees GPUs {got_gpus} '
                                   f'({self.gpu_var}), mpibind predicts {pred_gpus}')
-        return sn.assert_true(True)
+        return True
+
+    @sanity_function
+    def validate(self):
+        tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
+        return sn.all([
+            sn.assert_eq(sn.count(tasks), self.num_tasks,
+                         msg=f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {{0}}'),
+            self.matches_prediction(tasks),
+        ])

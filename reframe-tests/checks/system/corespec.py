@@ -12,12 +12,14 @@ from reframe.core.builtins import parameter, run_after, sanity_function   # noqa
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
+from stackproof.profiles import load_catalog           # noqa: E402
+from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack   # noqa: E402
 
 
 @rfm.simple_test
 class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
-    profile = parameter(['corespec', 'clean'], loggable=True)
+    #: the profiles that reserve system cores (slurm-conf/profiles.yaml: `reserve: true`)
+    profile = parameter([n for n, p in load_catalog()['profiles'].items() if p.get('reserve')], loggable=True)
     valid_systems = ['+profiles', '+corespec']
     valid_prog_environs = ['*']
     executable = 'grep'
@@ -25,6 +27,10 @@ class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
     time_limit = '5m'
     exclusive_access = True      # whole nodes, like an application run
     tags = {'acceptance', 'corespec', 'ci'}
+
+    @run_after('init')
+    def one_stack(self):
+        self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
 
     @run_after('setup')
     def set_launch(self):
@@ -39,21 +45,31 @@ class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
         script = os.path.join(root, 'usr/local/sbin/stackproof-corespec')
         self.prerun_cmds = [f'{script} check > corespec-check.txt 2>&1; echo "corespec-check-rc=$?"']
 
-    @sanity_function
-    def validate(self):
-        rc = sn.extractsingle(r'corespec-check-rc=(\d+)', self.stdout, 1, int)
-        if sn.evaluate(rc) != 0:
+    @sn.deferrable
+    def daemons_on_system_cpus(self):
+        rc = sn.evaluate(sn.extractsingle(r'corespec-check-rc=(\d+)', self.stdout, 1, int))
+        if rc != 0:
             with open(self.stage_file('corespec-check.txt')) as fh:
                 detail = fh.read().strip()
             raise SanityError(f"{self.stage_file('corespec-check.txt')}: expected every daemon of profile "
                               f'{self.profile} on the system CPUs {format_list(self.system_cpus)}: {detail}')
-        lists = sn.evaluate(sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1))
-        if len(lists) != self.num_tasks:
-            raise SanityError(f'{self.stage_file()}: expected {self.num_tasks} Cpus_allowed_list lines '
-                              f'(one per task), got {len(lists)}')
-        for text in lists:
+        return True
+
+    @sn.deferrable
+    def steps_off_system_cpus(self):
+        for text in sn.evaluate(sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1)):
             overlap = parse_list(text) & self.system_cpus
             if overlap:
                 raise SanityError(f'{self.stage_file()}: a job step got system CPUs {format_list(overlap)} '
                                   f'(Cpus_allowed_list {text}; system CPUs {format_list(self.system_cpus)})')
-        return sn.assert_true(True)
+        return True
+
+    @sanity_function
+    def validate(self):
+        lists = sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1)
+        return sn.all([
+            self.daemons_on_system_cpus(),
+            sn.assert_eq(sn.count(lists), self.num_tasks,
+                         msg=f'{self.stage_file()}: expected {self.num_tasks} Cpus_allowed_list lines (one per task)'),
+            self.steps_off_system_cpus(),
+        ])

@@ -1,6 +1,7 @@
-"""MPI start-up with each stack's compiler wrapper and launcher: every rank reports once, the world
-size is right and an allreduce over all ranks adds up. Binding-free, so it runs on any system (the
-local one included). The program is the one `make acceptance` uses (src/stackproof/data/)."""
+"""MPI start-up with each stack's own hello (built by `stackproof stack build`) and launcher: every
+rank reports once, the world size is right and an allreduce over all ranks adds up; the identity
+probe, run with the same launcher, proves each rank used the stack's own MPI library (version and
+resolved path, from the stack file). Binding-free, so it runs on any system (the local one included)."""
 import os
 import sys
 from importlib import resources
@@ -11,25 +12,21 @@ import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
 from reframe.core.builtins import run_after, sanity_function   # noqa: E402
 
-from stackproof_rfm import StackproofMixin, activate_profile   # noqa: E402
+from stackproof_rfm import StackproofMixin              # noqa: E402
 
 
 @rfm.simple_test
-class MPIHello(StackproofMixin, rfm.RegressionTest):
+class MPIHello(StackproofMixin, rfm.RunOnlyRegressionTest):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
-    sourcesdir = str(resources.files('stackproof') / 'data')   # package data: a checkout or an install
-    sourcepath = 'mpi_hello.c'
-    build_system = 'SingleSource'
+    records_identity = True
     time_limit = '5m'
-    tags = {'acceptance', 'mpi', 'ci'}
+    tags = {'acceptance', 'mpi', 'ci', 'stacks'}
 
     @run_after('setup')
     def one_rank_per_core(self):
-        # The test cluster may have been left in a core-specialization profile by an earlier check:
-        # start from the baseline (on other systems this only reads the node type).
-        env = activate_profile(self, 'baseline')
-        self.num_tasks_per_node = int(env['STACKPROOF_APP_CORES'])
+        self.executable = self.stack_binary('hello')
+        self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.num_tasks_per_node
 
     @sanity_function
@@ -39,6 +36,7 @@ class MPIHello(StackproofMixin, rfm.RegressionTest):
         sizes = sn.extractall(line, self.stdout, 2, int)
         sums = sn.extractall(line, self.stdout, 3, int)
         return sn.all([
+            self.identity_sanity(),
             sn.assert_eq(sn.sorted(ranks), list(range(self.num_tasks)),
                          msg=f'{self.stage_file()}: expected one line from each rank 0..{self.num_tasks - 1}'),
             sn.assert_eq(sn.count(sn.filter(lambda s: s != self.num_tasks, sizes)), 0,

@@ -1,13 +1,17 @@
 """Shared pieces of the stackproof ReFrame checks.
 
-- StackproofMixin: which stack the test measures (its environment's `extras.stack`), binaries
-  resolved from that stack's Spack view or an override variable (skip naming the variable when
-  absent; in --dry-run the expected path is used so the job script can still be inspected),
-  external references per stack, and parsing of benchmark output with failures that name the file.
+- StackproofMixin: which stack the test measures (its environment's `extras.stack`, described in
+  reframe-tests/stacks/<name>.yaml): the stack's own launcher, its binaries (one resolver: the stack
+  file's `benchmarks`, skip naming the stack and the fix when absent; in --dry-run the expected path
+  is used so the job script can still be inspected), the identity probe run with the same launcher
+  (each rank's MPI library, checked against the stack), external references per stack, and parsing
+  of benchmark output with failures that name the file.
+- Repeated: performance checks repeat STACKPROOF_REPEAT times (default 5) as separate launches.
 - dims_create: MPI_Dims_create-style process grids (AMG's -P).
 - profile_env: the core-specialization profile a node runs (etc/stackproof/profile.env).
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -15,10 +19,14 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.core.runtime as rt
 from reframe.core.exceptions import SanityError
-from reframe.core.builtins import run_after
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.launchers import JobLauncher
 
 from stackproof.benchparse import BenchParseError, parse_file
 from stackproof.paths import REPO
+from stackproof.profiles import read_profile_env
+from stackproof.stacks import StackError, load_stack, view_var
+from stackproof.stacks.preflight import REQUIRED
 
 SUITE = REPO / 'reframe-tests'
 REFERENCES = SUITE / 'references'
@@ -45,14 +53,7 @@ def dims_create(nprocs, ndims=3):
 
 
 def read_env_file(path):
-    values = {}
-    with open(path) as fh:
-        for line in fh:
-            line = line.strip()
-            if line and not line.startswith('#') and '=' in line:
-                key, value = line.split('=', 1)
-                values[key] = value
-    return values
+    return read_profile_env(path)
 
 
 def render_profile(nodetype, profile, outdir):
@@ -66,9 +67,55 @@ def render_profile(nodetype, profile, outdir):
     return read_env_file(os.path.join(outdir, 'etc/stackproof/profile.env'))
 
 
+class StackLauncher(JobLauncher):
+    """The stack's own launcher (stack file `launcher.<kind>`). On Slurm partitions `[srun, --mpi=X]` is
+    appended to ReFrame's srun command (which keeps its task options); any other command gets `-np N`
+    (mpirun / mpiexec of Open MPI, MPICH Hydra and Intel MPI)."""
+
+    def __init__(self, base, argv):
+        super().__init__()
+        self.base, self.argv = base, list(argv)
+        self.options = list(base.options)
+
+    def command(self, job):
+        if os.path.basename(self.argv[0]) == 'srun' and type(self.base).__name__ == 'SrunLauncher':
+            return self.base.command(job) + self.argv[1:]
+        return self.argv + ['-np', str(job.num_tasks)]
+
+
+IDENTITY_LINE = r'^identity rank=(\d+) host=(\S+) library=(\S+) version=(.*)$'
+
+
+def repeat_count():
+    """STACKPROOF_REPEAT (default 5): how many separate launches each performance check makes."""
+    value = os.environ.get('STACKPROOF_REPEAT', '5')
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f'STACKPROOF_REPEAT={value!r}: expected a positive integer')
+    return int(value)
+
+
+class Repeated(rfm.RegressionTestPlugin):
+    """Performance checks are repeated as separate launches (a repetition is a separate job; ReFrame
+    runs each repetition for every stack before the next one, so the stacks interleave)."""
+    repeat_index = parameter(range(repeat_count()), loggable=True)
+
+
+def system_checks_stack():
+    """STACKPROOF_NOISE_STACK: the one stack that runs the system checks (profile x noise matrix,
+    core specialization, binding), which measure the nodes, not the stack; unset: every stack."""
+    name = os.environ.get('STACKPROOF_NOISE_STACK')
+    return [f'+stack-{name}'] if name else None
+
+
 class StackproofMixin(rfm.RegressionTestPlugin):
     #: file name under references/<stack>/ holding this test's references (None: no references)
     reference_file = None
+    #: run the stack's identity probe with the same launcher before the benchmark and check it
+    records_identity = False
+    #: the stack under test (its environment), and the MPI library each rank really ran with
+    stack = variable(str, value='', loggable=True)
+    mpi_library = variable(str, value='', loggable=True)
+    mpi_library_path = variable(str, value='', loggable=True)
 
     def set_perf_values(self, values):
         """Performance variables from already parsed numbers: {name: (value, unit)}; a None value
@@ -77,36 +124,81 @@ class StackproofMixin(rfm.RegressionTestPlugin):
                                for name, (v, unit) in values.items() if v is not None}
 
     @property
-    def stack(self):
-        return self.current_environ.extras.get('stack', self.current_environ.name)
+    def stack_spec(self):
+        """The stack's description (stackproof.stacks.Stack) read from its stack file."""
+        cache = self.__dict__
+        if '_stack_spec' not in cache:
+            cache['_stack_spec'] = load_stack(self.current_environ.extras.get('stack', self.current_environ.name))
+        return cache['_stack_spec']
 
-    @property
-    def stack_view(self):
-        return self.current_environ.extras.get('view', '')
+    @run_after('setup')
+    def _own_profile(self):
+        """A stack benchmark that chooses no profile runs under `baseline`, switched here: no check
+        depends on the profile an earlier one left on the test cluster."""
+        if self.records_identity and not hasattr(self, 'profile'):
+            try:
+                self.profile_env = activate_profile(self, 'baseline')
+            except RuntimeError as exc:
+                raise SanityError(str(exc)) from None
 
-    @property
-    def view_var(self):
-        return self.current_environ.extras.get('view_var', 'the stack view variable')
+    @run_after('setup')
+    def _stack_setup(self):
+        self.stack = self.current_environ.extras.get('stack', self.current_environ.name)
+        if 'stack' not in self.current_environ.extras:
+            return              # an environment that is no stack (e.g. builtin)
+        kind = 'slurm' if launcher_name(self) == 'srun' else 'local'
+        try:
+            argv = self.stack_spec.launch_command(kind)
+        except StackError as exc:
+            raise SanityError(str(exc)) from None
+        self.job.launcher = StackLauncher(self.job.launcher, argv)
 
-    def resolve_binary(self, name, override_var, subdirs=('bin',), override_is_dir=False, view_names=None):
-        """Path of `name` for the stack under test: $override_var (a file, or a directory when
-        override_is_dir), else <stack view>/<subdir>/<name or one of view_names>. Skips the test
-        when absent, naming the variables to set."""
-        override = os.environ.get(override_var)
-        if override and override_is_dir:
-            candidates = [os.path.join(override, name)] + [os.path.join(override, d, name) for d in subdirs]
-        elif override:
-            candidates = [override]
-        else:
-            candidates = [os.path.join(self.stack_view, d, n) for n in (view_names or [name]) for d in subdirs]
-        for path in candidates:
-            if os.path.isfile(path) and os.access(path, os.X_OK):
-                return path
+    def stack_binary(self, name, pattern=None):
+        """Absolute path of benchmark `name` of the stack under test (a file, or with `pattern` the
+        first file matching it under the benchmark's directory). Skips the test, naming the stack and
+        how to provide it, when the stack has none."""
+        st = self.stack_spec
+        try:
+            path = st.benchmark(name)
+        except StackError as exc:
+            self.skip(f'{exc}: this check does not apply to it')
+        found = path if pattern is None else next(iter(sorted(path.rglob(pattern))), None) if path.is_dir() else None
+        if found is not None and found.is_file() and os.access(found, os.X_OK):
+            return str(found)
         if self.is_dry_run():
-            return candidates[0]        # show what would run
-        where = f'${override_var}={override}' if override else f'${self.view_var}={self.stack_view}'
-        self.skip(f'{name} not found for stack {self.stack!r} (looked in {where}): set {override_var} '
-                  f'or {self.view_var}')
+            return str(path if pattern is None else path / pattern)
+        what = f'{pattern} under {path}' if pattern else str(path)
+        msg = (f'stack {st.name} provides no {name} ({what} not found): build it with `stackproof stack build '
+               f'{st.name}` (OSU/AMG/SW4 need STACKPROOF_BENCH_SOURCES), or point benchmarks.{name} / '
+               f'{view_var(st.name)} at a build ({st.file})')
+        if name in REQUIRED:      # every stack must have these: a set-up error, not a skip
+            raise SanityError(msg)
+        self.skip(msg)
+
+    @run_before('run')
+    def _identity_probe(self):
+        """Run the stack's identity probe (rank, MPI_Get_library_version, resolved libmpi path) with
+        exactly the benchmark's launcher before the benchmark itself."""
+        if not self.records_identity:
+            return
+        probe = self.stack_binary('probe')
+        self.job.num_tasks = self.num_tasks      # ReFrame copies it only when the job is prepared
+        launch = self.job.launcher.run_command(self.job)
+        self.prerun_cmds = [f'{launch} {probe} > identity.out 2>&1'] + list(self.prerun_cmds)
+
+    @run_after('run')
+    def _record_identity(self):
+        if not self.records_identity or self.is_dry_run():
+            return
+        path = self.stage_file('identity.out')
+        rows = identity_rows(path)
+        if rows:
+            first = rows[min(rows)]
+            self.mpi_library, self.mpi_library_path = first['version'], first['library']
+
+    def identity_sanity(self):
+        """Deferred: every rank of the probe ran with the stack's own MPI (version and library path)."""
+        return _identity_ok(self.stage_file('identity.out'), self.stack_spec, self.num_tasks)
 
     @run_after('setup')
     def _stack_references(self):
@@ -135,6 +227,51 @@ class StackproofMixin(rfm.RegressionTestPlugin):
             except BenchParseError as exc:
                 raise SanityError(str(exc)) from None
         return cache[path]
+
+    @sn.deferrable
+    def parsed_ok(self, kind, name=None):
+        """Deferred: the output parses (the parser's error, naming the file, is the failure reason)."""
+        self.parse_output(kind, name)
+        return True
+
+
+def identity_rows(path):
+    """rank -> {host, library, version} from the identity probe's output (missing file: {})."""
+    rows = {}
+    if os.path.isfile(path):
+        with open(path, errors='replace') as fh:
+            for line in fh:
+                m = re.match(IDENTITY_LINE, line.strip())
+                if m:
+                    rows[int(m.group(1))] = {'host': m.group(2), 'library': m.group(3), 'version': m.group(4)}
+    return rows
+
+
+@sn.deferrable
+def _identity_ok(path, st, ntasks):
+    rows = identity_rows(path)
+    if not rows:
+        tail = ''
+        if os.path.isfile(path):
+            with open(path, errors='replace') as fh:
+                tail = ' | '.join(fh.read().strip().splitlines()[-5:])
+        raise SanityError(f'stack {st.name}: the identity probe printed no "identity rank=" line ({path}): '
+                          f'{tail or "empty"}')
+    missing = sorted(set(range(ntasks)) - set(rows))
+    if missing:
+        raise SanityError(f'stack {st.name}: identity probe: no line from ranks {missing} ({path})')
+    fix = (f'rebuild with `stackproof stack build {st.name}` and check that no other stack\'s library is on '
+           f'LD_LIBRARY_PATH ({st.file})')
+    for rank, row in sorted(rows.items()):
+        lib, version = row['library'], row['version']
+        if not re.search(st.mpi_version, version):
+            raise SanityError(f'stack {st.name}: rank {rank} ran with MPI {version!r} ({lib}), the stack file '
+                              f'requires a version matching /{st.mpi_version}/: {fix}')
+        if not re.search(st.mpi_library, os.path.basename(lib)) and not re.search(st.mpi_library, lib):
+            raise SanityError(f'stack {st.name}: rank {rank} loaded {lib}, not /{st.mpi_library}/: {fix}')
+        if st.mpi_library_dir and os.path.realpath(os.path.dirname(lib)) != os.path.realpath(st.mpi_library_dir):
+            raise SanityError(f'stack {st.name}: rank {rank} loaded {lib}, outside {st.mpi_library_dir}: {fix}')
+    return True
 
 
 def activate_profile(test, profile, noise_daemon='none'):
@@ -176,12 +313,10 @@ def launcher_name(test):
 
 
 def cpu_bind_options(test, env):
-    """Launcher options placing one rank on each application core of the profile."""
+    """Launcher options placing one rank on each application core of the profile: srun's
+    --cpu-bind map, or the stack's own local-launcher dialect (stack file `launcher.local_bind`)."""
     if launcher_name(test) == 'srun':
         # The mpibind plugin (TOSS's default binding) would override an explicit --cpu-bind.
         off = ['--mpibind=off'] if 'mpibind' in test.current_partition.features else []
         return off + [f"--cpu-bind={env['STACKPROOF_SRUN_CPU_BIND']}"]
-    if launcher_name(test) == 'mpirun':
-        # Open MPI 4.1: rank i on the i-th listed CPU (--cpu-set + --bind-to core leaves ranks unbound)
-        return ['--cpu-list', env['STACKPROOF_APP_CORE_FIRST_PUS'], '--bind-to', 'cpu-list:ordered']
-    return []
+    return test.stack_spec.bind_options(env['STACKPROOF_APP_CORE_FIRST_PUS'])

@@ -1,0 +1,76 @@
+"""NetPIPE (NPmpi, Debian's netpipe source built for each stack by `stackproof stack build`):
+latency and bandwidth over message sizes between two ranks (two nodes when the partition has them).
+
+Performance variables: lat_8B (us, one-way time of 8 bytes) and bw_1MiB (MB/s at 1 MiB); the
+whole curve is kept as netpipe-curve.csv (bytes, usec, MB/s) for the report. Repeated
+STACKPROOF_REPEAT times (separate launches). Output parsed by stackproof.stacks.netpipe.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import run_after, run_before, sanity_function, variable   # noqa: E402
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof.stacks.netpipe import NetpipeError, curve, metrics, parse   # noqa: E402
+from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+
+
+@rfm.simple_test
+class NetPIPE(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+    #: smallest and largest message (bytes), repetitions per size (-n: a fixed count keeps the run short)
+    lower = variable(int, value=8, loggable=True)
+    upper = variable(int, value=1048576, loggable=True)
+    repeats = variable(int, value=100, loggable=True)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    records_identity = True
+    keep_files = ['np.out', 'netpipe-curve.csv', 'identity.out']
+    time_limit = '10m'
+    tags = {'acceptance', 'netpipe', 'microbenchmarks', 'ci', 'stacks'}
+
+    @run_after('setup')
+    def set_launch(self):
+        self.executable = self.stack_binary('netpipe')
+        self.num_tasks = 2
+        self.num_tasks_per_node = 1 if self.current_partition.extras['nodes'] >= 2 else 2
+        # -p 0: no perturbed sizes (powers of two and their neighbours only)
+        self.executable_opts = ['-l', str(self.lower), '-u', str(self.upper), '-p', '0',
+                                '-n', str(self.repeats), '-o', 'np.out']
+
+    def points(self):
+        cache = self.__dict__
+        if '_np_points' not in cache:
+            path = self.stage_file('np.out')
+            try:
+                with open(path, errors='replace') as fh:
+                    cache['_np_points'] = parse(fh.read())
+            except (OSError, NetpipeError) as exc:
+                raise SanityError(f'{path}: expected NetPIPE data lines (bytes Mbps seconds): {exc}; '
+                                  f'job output: {self.stage_file()}') from None
+        return cache['_np_points']
+
+    @sn.deferrable
+    def curve_complete(self):
+        sizes = [p.bytes for p in self.points()]
+        if max(sizes) < self.upper or min(sizes) > self.lower:
+            raise SanityError(f"{self.stage_file('np.out')}: expected sizes {self.lower}..{self.upper} B, "
+                              f'got {min(sizes)}..{max(sizes)} B (truncated run?)')
+        with open(self.stage_file('netpipe-curve.csv'), 'w') as fh:
+            fh.write('bytes,usec,MBps\n')
+            fh.writelines(f'{b},{us:.4f},{mbs:.3f}\n' for b, us, mbs in curve(self.points()))
+        return True
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.identity_sanity(), self.curve_complete()])
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        m = metrics(self.points())
+        self.set_perf_values({'lat_8B': (m['lat_8B'], 'us'), 'bw_1MiB': (m['bw_1MiB'], 'MB/s')})

@@ -1,0 +1,58 @@
+"""On-node memory-copy bandwidth, measured in the same session as the MPI benchmarks: the physical
+limit an on-node MPI bandwidth is compared with. One rank per core on each node, each copying its
+own 64 MiB buffer (src/memcopy.c, built with the stack's compiler); `copy_bw` (MB/s, read + write
+bytes like STREAM Copy) is the smallest node's sum. Repeated STACKPROOF_REPEAT times."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+from reframe.core.builtins import performance_function, run_after, sanity_function, variable   # noqa: E402
+
+from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+
+LINE = r'^memcopy host=(\S+) ranks=(\d+) bytes=(\d+) MBps=(\S+) check=(\d)$'
+
+
+@rfm.simple_test
+class MemoryBandwidth(StackproofMixin, Repeated, rfm.RegressionTest):
+    mib = variable(int, value=64, loggable=True)
+    iterations = variable(int, value=10, loggable=True)
+    #: nodes (0: every node of the partition)
+    nodes = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    records_identity = True
+    sourcesdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'src')
+    sourcepath = 'memcopy.c'
+    build_system = 'SingleSource'
+    build_locally = True
+    time_limit = '5m'
+    tags = {'acceptance', 'memory', 'ci', 'stacks'}
+
+    @run_after('setup')
+    def set_launch(self):
+        extras = self.current_partition.extras
+        self.build_system.cflags = ['-O2']
+        self.num_tasks_per_node = extras['cores_per_node']
+        self.num_tasks = (self.nodes or extras['nodes']) * self.num_tasks_per_node
+        self.executable_opts = [str(self.mib), str(self.iterations)]
+
+    @sanity_function
+    def validate(self):
+        nodes = self.num_tasks // self.num_tasks_per_node
+        hosts = sn.extractall(LINE, self.stdout, 1)
+        checks = sn.extractall(LINE, self.stdout, 5, int)
+        return sn.all([
+            self.identity_sanity(),
+            sn.assert_eq(sn.count(hosts), nodes,
+                         msg=f'{self.stage_file()}: expected one "memcopy host=" line per node ({nodes})'),
+            sn.assert_eq(sn.count(sn.filter(lambda c: c != 1, checks)), 0,
+                         msg=f'{self.stage_file()}: a copy came out wrong (check=0)'),
+        ])
+
+    @performance_function('MB/s')
+    def copy_bw(self):
+        return sn.min(sn.extractall(LINE, self.stdout, 4, float))

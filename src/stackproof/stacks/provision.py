@@ -1,0 +1,287 @@
+"""Installing a stack and checking its environment: `stackproof stack install NAME...` and
+`stackproof stack build NAME...` (the builds themselves are in benchbuild.py).
+
+pip stacks (install.pip in the stack file) get a virtual environment at the stack's prefix holding
+exactly the pinned wheels. Every pin is resolved against the registry first (`pip install --dry-run`),
+so a version whose dependencies PyPI cannot serve here fails with the stack's name, the pin and the
+fix before anything changes. A manifest (stackproof-manifest.json in the prefix) records what was
+installed; a second run with the same pins does nothing. Debian packages (install.apt) are only
+checked: a missing one is named with the apt command that installs it.
+
+check_environment(stack) is the preflight for the vendor MPI's pitfalls (not installed, I_MPI_ROOT
+unset or wrong, I_MPI_PMI_LIBRARY pointing nowhere); `stackproof stack check` calls it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .model import Stack, StackError, load_stack
+
+MANIFEST = "stackproof-manifest.json"
+# Versions verified to resolve and work here (../shared/notes/vendor-stacks.md): named in errors as the fix.
+KNOWN_GOOD = {"impi-devel": "2021.17.2", "impi-rt": "2021.17.2", "mkl-devel": "2025.2.0", "openmpi": "5.0.11"}
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
+
+
+def progress(msg: str) -> None:
+    print(f"[stack {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- pip pins
+
+def parse_pins(stack: Stack) -> list[tuple[str, str]]:
+    """(name, version) of every install.pip entry; StackError unless each is an exact pin."""
+    pins = []
+    for req in stack.install_pip:
+        m = _PIN.match(req.strip())
+        if not m:
+            raise StackError(f"stack {stack.name}: install.pip entry {req!r} is not an exact pin "
+                             f"(write name==version) in {stack.file}")
+        pins.append((m.group(1).lower(), m.group(2)))
+    return pins
+
+
+def constraints_file(stack: Stack) -> Path | None:
+    """<name>.pip-lock.txt beside the stack file: pip constraints pinning the pins' dependencies too."""
+    if stack.file is None:
+        return None
+    path = stack.file.with_name(f"{stack.name}.pip-lock.txt")
+    return path if path.is_file() else None
+
+
+def _constraint_args(stack: Stack) -> list[str]:
+    lock = constraints_file(stack)
+    return ["-c", str(lock)] if lock else []
+
+
+def pip_command(python: str, args: list[str]) -> list[str]:
+    return [python, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+
+
+def dry_run_command(python: str, reqs: list[str], report: Path, constraints: list[str] = ()) -> list[str]:
+    """Resolve `reqs` against the registry without installing (independent of what is installed)."""
+    return pip_command(python, ["install", "--dry-run", "--ignore-installed", "--quiet",
+                                "--report", str(report), *constraints, *reqs])
+
+
+def _pip_reason(output: str) -> str:
+    """The line of pip's output that says why resolution failed."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    for ln in lines:
+        if "No matching distribution" in ln or "ResolutionImpossible" in ln or "conflict" in ln.lower():
+            return re.sub(r"^ERROR:\s*", "", ln)
+    return re.sub(r"^ERROR:\s*", "", lines[-1]) if lines else "pip gave no reason"
+
+
+def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.run) -> dict[str, str]:
+    """Dry-run the stack's pins; {name: version} of everything pip would install, or StackError
+    naming the pin that cannot be resolved here and the fix."""
+    pins = parse_pins(stack)
+    reqs = [f"{n}=={v}" for n, v in pins]
+    with tempfile.TemporaryDirectory(prefix="stackproof-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        proc = runner(dry_run_command(python, reqs, report, _constraint_args(stack)), capture_output=True, text=True)
+        if proc.returncode == 0 and report.is_file():
+            data = json.loads(report.read_text())
+            return {item["metadata"]["name"].lower(): item["metadata"]["version"]
+                    for item in data.get("install", [])}
+        reason = _pip_reason((proc.stdout or "") + "\n" + (proc.stderr or ""))
+        culprit = None
+        if len(pins) > 1:      # which pin? resolve each alone (only on this error path)
+            for name, version in pins:
+                one = runner(dry_run_command(python, [f"{name}=={version}"], Path(tmp) / "one.json",
+                                             _constraint_args(stack)),
+                             capture_output=True, text=True)
+                if one.returncode != 0:
+                    culprit = (name, version)
+                    reason = _pip_reason((one.stdout or "") + "\n" + (one.stderr or ""))
+                    break
+        name, version = culprit or pins[0]
+        good = KNOWN_GOOD.get(name)
+        fix = f"pin {good}" if good and good != version else "pin a version that `pip install --dry-run` resolves"
+        raise StackError(f"stack {stack.name}: {name}=={version} cannot be resolved from PyPI here ({reason}): "
+                         f"{fix} in {stack.file}")
+
+
+# ---------------------------------------------------------------- install
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_manifest(prefix: Path) -> dict | None:
+    try:
+        return json.loads((prefix / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def missing_apt(packages, query=None) -> list[str]:
+    """Debian packages of `packages` that are not installed."""
+    def installed(pkg: str) -> bool:
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True)
+        return proc.returncode == 0 and "install ok installed" in proc.stdout
+    query = query or installed
+    return [p for p in packages if not query(p)]
+
+
+def check_apt(stack: Stack, query=None) -> None:
+    missing = missing_apt(stack.install_apt, query)
+    if missing:
+        raise StackError(f"stack {stack.name}: Debian packages not installed: {' '.join(missing)}: run "
+                         f"`apt-get install -y {' '.join(missing)}` (or scripts/install-deps.sh)")
+
+
+def _size_mb(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total // (1 << 20)
+
+
+def install(stack: Stack, python: str = sys.executable) -> str:
+    """Install one stack (idempotent); a one-line summary."""
+    check_apt(stack)
+    if not stack.install_pip:
+        return f"stack {stack.name}: system packages present ({' '.join(stack.install_apt) or 'none needed'})"
+    if stack.prefix is None:
+        raise StackError(f"stack {stack.name}: install.pip needs a `prefix:` in {stack.file}")
+    prefix = stack.prefix
+    pins = parse_pins(stack)
+    lock = constraints_file(stack)
+    wanted = [f"{n}=={v}" for n, v in pins] + ([f"lock:{sha256_text(lock.read_text())}"] if lock else [])
+    manifest = read_manifest(prefix)
+    if manifest and manifest.get("pins") == wanted and \
+            Path(prefix, "bin", "python").exists():
+        return f"stack {stack.name}: up-to-date at {prefix} ({', '.join(stack.install_pip)})"
+    progress(f"{stack.name}: resolving {', '.join(stack.install_pip)} (pip --dry-run)")
+    planned = resolve_pins(stack, python)
+    t0 = time.monotonic()
+    if prefix.exists() and not Path(prefix, "pyvenv.cfg").is_file() and any(prefix.iterdir()):
+        raise StackError(f"stack {stack.name}: {prefix} exists and is not a stack venv: move it away or "
+                         "change `prefix:`")
+    progress(f"{stack.name}: venv at {prefix}, installing {len(planned)} distributions "
+             f"({', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))})")
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    if not Path(prefix, "bin", "python").exists():
+        _run([python, "-m", "venv", str(prefix)], stack, "create the venv")
+    venv_py = str(prefix / "bin" / "python")
+    _run(pip_command(venv_py, ["install", "--quiet", *_constraint_args(stack), *[f"{n}=={v}" for n, v in pins]]), stack,
+         "pip install")
+    listing = subprocess.run(pip_command(venv_py, ["list", "--format", "json"]), capture_output=True,
+                             text=True, check=True).stdout
+    installed = {d["name"].lower(): d["version"] for d in json.loads(listing)}
+    stale = sorted(set(installed) - set(planned) - {"pip", "setuptools"})
+    if stale:       # left over from earlier pins: the venv holds exactly what the pins resolve to
+        _run(pip_command(venv_py, ["uninstall", "--quiet", "-y", *stale]), stack, "pip uninstall (old pins)")
+        installed = {k: v for k, v in installed.items() if k not in stale}
+    wrong = [f"{n}=={installed.get(n)} (wanted {v})" for n, v in pins if installed.get(n) != v]
+    if wrong:
+        raise StackError(f"stack {stack.name}: pip installed {', '.join(wrong)} in {prefix}: remove the prefix "
+                         f"and run `stackproof stack install {stack.name}` again")
+    seconds = round(time.monotonic() - t0, 1)
+    size = _size_mb(prefix)
+    (prefix / MANIFEST).write_text(json.dumps({
+        "stack": stack.name, "pins": wanted,
+        "installed": {k: v for k, v in sorted(installed.items()) if k not in ("pip", "setuptools")},
+        "python": sys.version.split()[0], "seconds": seconds, "size_mb": size,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
+    return f"stack {stack.name}: installed at {prefix} in {seconds} s, {size} MB"
+
+
+def _run(cmd: list[str], stack: Stack, what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise StackError(f"stack {stack.name}: {what} failed ({tail}): fix the cause and run "
+                         f"`stackproof stack install {stack.name}` again")
+
+
+# ---------------------------------------------------------------- environment preflight
+
+def environment_problems(stack: Stack, env: dict[str, str] | None = None) -> list[str]:
+    """What is wrong with the stack's installation and run environment (each with its fix)."""
+    env = stack.run_env() if env is None else env
+    problems = []
+    lib_dir = Path(stack.mpi_library_dir) if stack.mpi_library_dir else None
+    if stack.install_pip:
+        have = lib_dir is not None and lib_dir.is_dir() and any(
+            re.search(stack.mpi_library, p.name) for p in lib_dir.iterdir())
+        if not have:
+            return [f"its MPI is not installed (no {stack.mpi_library} in {lib_dir}): run "
+                    f"`stackproof stack install {stack.name}`"]      # everything else follows from it
+    if stack.mpi_family == "intelmpi":
+        root = env.get("I_MPI_ROOT")
+        if not root:
+            problems.append(f"I_MPI_ROOT is unset (Intel's wrappers then fail with `mpi.h: No such file`): "
+                            f"add `env: {{I_MPI_ROOT: ${{prefix}}}}` to {stack.file}")
+        elif not Path(root, "include", "mpi.h").is_file():
+            problems.append(f"I_MPI_ROOT={root} has no include/mpi.h (Intel's wrappers then fail with "
+                            f"`mpi.h: No such file`): point it at the Intel MPI prefix"
+                            f"{f' ({stack.prefix})' if stack.prefix else ''}")
+    pmi = env.get("I_MPI_PMI_LIBRARY")
+    if pmi and not Path(pmi).is_file():
+        problems.append(f"I_MPI_PMI_LIBRARY={pmi} does not exist (every task would segfault): unset it, or point "
+                        "it at Slurm's libpmi2.so")
+    return problems
+
+
+def check_environment(stack: Stack, env: dict[str, str] | None = None) -> None:
+    """StackError (one line: the stack, what is wrong, the fix) unless the stack's MPI is usable."""
+    problems = environment_problems(stack, env)
+    if problems:
+        raise StackError(f"stack {stack.name}: " + "; ".join(problems))
+
+
+# ---------------------------------------------------------------- CLI
+
+def _install_cmd(args) -> int:
+    for name in args.names:
+        stack = load_stack(name)
+        if args.dry_run:
+            if stack.install_pip:
+                planned = resolve_pins(stack)
+                print(f"stack {name}: resolves: {', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))}")
+            check_apt(stack)
+            if stack.install_apt:
+                print(f"stack {name}: Debian packages present ({' '.join(stack.install_apt)})")
+            continue
+        print(install(stack), flush=True)
+    return 0
+
+
+def _build_cmd(args) -> int:
+    from .benchbuild import build_stack
+    only = tuple(x for x in (args.only or "").split(",") if x) or None
+    for name in args.names:
+        stack = load_stack(name)
+        check_environment(stack)
+        for line in build_stack(stack, only=only, force=args.force):
+            print(line, flush=True)
+    return 0
+
+
+def register_verbs(verbs) -> None:
+    """`stack install` and `stack build`, added to the `stack` noun (stacks/__init__.py)."""
+    v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
+                                         "check Debian packages")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--dry-run", action="store_true", help="only check that every pin resolves here")
+    v.set_defaults(func=_install_cmd)
+    v = verbs.add_parser("build", help="build the benchmarks against each stack into ${prefix}/bench")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--only", help="comma-separated subset of: probe,hello,fwq,netpipe,real")
+    v.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
+    v.set_defaults(func=_build_cmd)

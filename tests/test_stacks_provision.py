@@ -1,0 +1,338 @@
+"""Stack provisioning without network: pip pins and the dry-run error path (a fake pip), Debian package
+checks, the vendor environment preflight, NetPIPE's source verification and output parser (fixtures
+recorded here from real runs), the ldd check on recorded ldd output, build stamps, CLI errors."""
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackproof.stacks import benchbuild, debsource, netpipe, provision
+from stackproof.stacks.model import StackError, load_stack, parse_stack
+
+DATA = Path(__file__).parent / "data"
+RECORDED_ROOT = "/opt/stackproof/stacks"     # the stacks root the ldd fixtures were recorded with
+
+
+@pytest.fixture
+def recorded_root(monkeypatch):
+    monkeypatch.setenv("STACKPROOF_STACKS_ROOT", RECORDED_ROOT)
+    for var in ("STACKPROOF_STACKS_DIR", "I_MPI_PMI_LIBRARY", "STACKPROOF_VENDOR_VIEW"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def vendor_like(tmp_path, **over):
+    """A vendor (Intel MPI) stack whose prefix is under tmp_path."""
+    data = {
+        "name": "vendor", "prefix": str(tmp_path / "vendor"),
+        "install": {"pip": ["impi-devel==2021.17.2", "impi-rt==2021.17.2", "mkl-devel==2025.2.0"]},
+        "env": {"I_MPI_ROOT": "${prefix}"}, "path": ["${prefix}/bin"], "ld_library_path": ["${prefix}/lib"],
+        "compilers": {"cc": "${prefix}/bin/mpicc", "cxx": "${prefix}/bin/mpicxx"},
+        "mpi": {"family": "intelmpi", "version": r"Intel\(R\) MPI Library 2021\.17", "library": r"libmpi\.so\.12",
+                "library_dir": "${prefix}/lib"},
+        "launcher": {"local": ["${prefix}/bin/mpirun"], "slurm": ["srun", "--mpi=pmi2"]},
+        "benchmarks": {"probe": "bin/mpi_identity"},
+    }
+    data.update(over)
+    path = tmp_path / "stacks" / "vendor.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("# test\n")
+    return parse_stack(data, path, "vendor")
+
+
+def fake_python(tmp_path, fail_for: str, reason: str) -> str:
+    """An executable standing in for `python -m pip`: resolution fails for requirement `fail_for`."""
+    script = tmp_path / "fakepython"
+    script.write_text(f"""#!/bin/sh
+echo "$@" >> {tmp_path}/calls.log
+case " $* " in
+  *" {fail_for} "*) echo "ERROR: Could not find a version that satisfies the requirement x" >&2
+                    echo "ERROR: {reason}" >&2; exit 1;;
+esac
+for a in "$@"; do if [ "$prev" = "--report" ]; then echo '{{"install": []}}' > "$a"; fi; prev=$a; done
+exit 0
+""")
+    script.chmod(0o755)
+    return str(script)
+
+
+# ---------------------------------------------------------------- pip pins and install
+
+def test_pins_must_be_exact(tmp_path):
+    st = vendor_like(tmp_path, install={"pip": ["impi-rt>=2021"]})
+    with pytest.raises(StackError, match=r"stack vendor: install.pip entry 'impi-rt>=2021' is not an exact pin"):
+        provision.parse_pins(st)
+    assert provision.parse_pins(vendor_like(tmp_path))[1] == ("impi-rt", "2021.17.2")
+
+
+def test_dry_run_command_resolves_without_installing(tmp_path):
+    cmd = provision.dry_run_command("/py", ["impi-rt==2021.17.2"], tmp_path / "r.json", ["-c", "lock.txt"])
+    assert cmd[:3] == ["/py", "-m", "pip"]
+    for arg in ("install", "--dry-run", "--ignore-installed", "--report", "-c", "lock.txt", "impi-rt==2021.17.2"):
+        assert arg in cmd
+
+
+def test_unresolvable_pin_names_stack_pin_reason_and_fix_before_anything_changes(tmp_path):
+    st = vendor_like(tmp_path, install={"pip": ["impi-devel==2021.18.0", "impi-rt==2021.18.0",
+                                                "mkl-devel==2025.2.0"]})
+    py = fake_python(tmp_path, "impi-rt==2021.18.0", "No matching distribution found for libfabric>=2.6")
+    with pytest.raises(StackError) as err:
+        provision.install(st, python=py)
+    msg = str(err.value)
+    assert msg.startswith("stack vendor: impi-rt==2021.18.0 cannot be resolved from PyPI here "
+                          "(No matching distribution found for libfabric>=2.6): pin 2021.17.2")
+    assert "\n" not in msg
+    assert not (tmp_path / "vendor").exists(), "nothing may change before the pins resolve"
+    assert all("--dry-run" in line for line in (tmp_path / "calls.log").read_text().splitlines())
+
+
+def test_install_is_idempotent_from_the_manifest(tmp_path):
+    st = vendor_like(tmp_path)
+    prefix = tmp_path / "vendor"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").write_text("")
+    pins = [f"{n}=={v}" for n, v in provision.parse_pins(st)]
+    (prefix / provision.MANIFEST).write_text(f'{{"pins": {pins!r}}}'.replace("'", '"'))
+    py = fake_python(tmp_path, "never", "")
+    assert "up-to-date" in provision.install(st, python=py)
+    assert not (tmp_path / "calls.log").exists(), "an up-to-date stack must not call pip"
+
+
+def test_shipped_pip_lock_pins_the_vendor_dependencies(recorded_root):
+    st = load_stack("vendor")
+    lock = provision.constraints_file(st)
+    assert lock is not None and lock.name == "vendor.pip-lock.txt"
+    lines = [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert all("==" in ln for ln in lines)
+    assert {f"{n}=={v}" for n, v in provision.parse_pins(st)} <= set(lines)
+
+
+def test_apt_packages_missing_name_the_apt_command(recorded_root):
+    st = load_stack("commodity")
+    with pytest.raises(StackError, match=r"^stack commodity: Debian packages not installed: libopenblas-dev: "
+                                         r"run `apt-get install -y libopenblas-dev`"):
+        provision.check_apt(st, query=lambda p: p != "libopenblas-dev")
+    provision.check_apt(st, query=lambda p: True)
+
+
+# ---------------------------------------------------------------- vendor environment preflight
+
+def installed_intel(tmp_path):
+    prefix = tmp_path / "vendor"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "include").mkdir()
+    (prefix / "lib" / "libmpi.so.12").write_text("")
+    (prefix / "include" / "mpi.h").write_text("")
+    return prefix
+
+
+def test_vendor_not_installed(tmp_path):
+    st = vendor_like(tmp_path)
+    with pytest.raises(StackError, match=r"^stack vendor: its MPI is not installed .*run `stackproof stack "
+                                         r"install vendor`"):
+        provision.check_environment(st, env={})
+
+
+def test_i_mpi_root_unset_or_wrong(tmp_path):
+    installed_intel(tmp_path)
+    st = vendor_like(tmp_path)
+    with pytest.raises(StackError, match=r"^stack vendor: I_MPI_ROOT is unset .*mpi.h: No such file.*add "
+                                         r"`env: \{I_MPI_ROOT: \$\{prefix\}\}`"):
+        provision.check_environment(st, env={})
+    with pytest.raises(StackError, match=r"I_MPI_ROOT=/nowhere has no include/mpi.h .*point it at the Intel MPI "
+                                         r"prefix"):
+        provision.check_environment(st, env={"I_MPI_ROOT": "/nowhere"})
+    provision.check_environment(st)      # the stack's own env sets it right
+
+
+def test_i_mpi_pmi_library_pointing_nowhere(tmp_path):
+    installed_intel(tmp_path)
+    st = vendor_like(tmp_path)
+    env = dict(st.run_env(), I_MPI_PMI_LIBRARY="/no/libpmi2.so")
+    with pytest.raises(StackError, match=r"^stack vendor: I_MPI_PMI_LIBRARY=/no/libpmi2.so does not exist "
+                                         r"\(every task would segfault\): unset it"):
+        provision.check_environment(st, env=env)
+
+
+def test_check_environment_is_what_preflight_uses(tmp_path):
+    from stackproof.stacks import preflight
+    st = vendor_like(tmp_path)
+    assert provision.environment_problems(st) == [
+        f"its MPI is not installed (no libmpi\\.so\\.12 in {tmp_path}/vendor/lib): run `stackproof stack install vendor`"]
+    problems = preflight.environment_problems(st, st.run_env())
+    assert len(problems) == 1 and "its MPI is not installed" in problems[0]
+
+
+# ---------------------------------------------------------------- NetPIPE source and parser
+
+def test_dsc_checksums_and_verification(tmp_path):
+    orig = tmp_path / debsource.NETPIPE_ORIG
+    orig.write_bytes(b"not the real tarball")
+    dsc = tmp_path / debsource.NETPIPE_DSC
+    digest = hashlib.sha256(orig.read_bytes()).hexdigest()
+    dsc.write_text(f"Format: 3.0 (quilt)\nChecksums-Sha256:\n {digest} 20 {orig.name}\n"
+                   f" {'0' * 64} 11708 netpipe_3.7.2-8.debian.tar.xz\nFiles:\n abc 1 x\n")
+    assert debsource.dsc_checksums(dsc.read_text()) == {orig.name: digest,
+                                                        "netpipe_3.7.2-8.debian.tar.xz": "0" * 64}
+    with pytest.raises(StackError, match="does not match the pinned sha256"):
+        debsource.verify(tmp_path)            # our .dsc is not Debian's
+
+
+def test_fetch_without_deb_src_names_the_fix(tmp_path):
+    def runner(cmd, **kw):
+        assert cmd == ["apt-get", "source", "--download-only", "netpipe=3.7.2-8"]
+        return subprocess.CompletedProcess(cmd, 100, "", "E: You must put some 'deb-src' URIs in your sources.list\n")
+    with pytest.raises(StackError, match=r"apt has no source entries: add deb-src entries \(scripts/install-deps.sh"):
+        debsource.fetch_netpipe(tmp_path / "cache", runner=runner, log=lambda m: None)
+
+
+NETPIPE_RUNS = {      # fixture -> MPI (recorded on this machine: NPmpi -l 8 -u 1048576 -p 0 -n 100, 2 ranks)
+    "openmpi-4.1.4.np.out": "Open MPI 4.1.4 (commodity)",
+    "intelmpi-2021.17.np.out": "Intel MPI 2021.17 (vendor)",
+    "mpich-4.0.2.np.out": "MPICH 4.0.2",
+    "openmpi-5.0.11.np.out": "Open MPI 5.0.11 (commodity-next)",
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(NETPIPE_RUNS))
+def test_netpipe_recorded_runs(fixture):
+    points = netpipe.parse((DATA / "netpipe" / fixture).read_text())
+    sizes = [p.bytes for p in points]
+    assert sizes[0] == 8 and sizes[-1] == 1 << 20 and sizes == sorted(sizes)
+    m = netpipe.metrics(points)
+    assert 0 < m["lat_8B"] < 1e5 and 0 < m["bw_1MiB"] < 1e6
+    big = netpipe.at_size(points, 1 << 20)
+    # MB/s from NetPIPE's Mbps (2^20 bit/s) and from bytes / one-way time agree
+    assert m["bw_1MiB"] == pytest.approx((1 << 20) / (big.usec * 1e-6) / 1e6, rel=1e-3)
+
+
+def test_netpipe_stderr_lines_and_units():
+    text = ("Now starting the main loop\n"
+            "  0:       8 bytes    100 times -->     13.19 Mbps in       4.63 usec\n"
+            "  1: 1048576 bytes    100 times -->  80000.00 Mbps in     100.00 usec\n")
+    points = netpipe.parse(text)
+    assert [p.bytes for p in points] == [8, 1048576]
+    m = netpipe.metrics(points)
+    assert m["lat_8B"] == 4.63
+    assert m["bw_1MiB"] == pytest.approx(80000 * 1048576 / 8 / 1e6)
+
+
+def test_netpipe_missing_size_and_garbage():
+    assert netpipe.metrics(netpipe.parse("       8 13.19 0.00000463\n"))["bw_1MiB"] is None
+    with pytest.raises(netpipe.NetpipeError, match="no NetPIPE data lines.*MPI_Init failed"):
+        netpipe.parse("MPI_Init failed\n")
+
+
+# ---------------------------------------------------------------- ldd check (recorded ldd output)
+
+def ldd_fixture(name):
+    libs = benchbuild.parse_ldd((DATA / "stacks" / f"ldd-{name}.txt").read_text())
+    return lambda binary, env: libs
+
+
+@pytest.mark.parametrize("stack,fixture", [("vendor", "vendor-mpi_identity"), ("commodity", "commodity-mpi_identity"),
+                                           ("commodity-next", "commodity-next-mpi_identity"),
+                                           ("mpich", "mpich-mpi_identity")])
+def test_ldd_check_accepts_the_stacks_own_library(recorded_root, stack, fixture):
+    st = load_stack(stack)
+    benchbuild.check_binary(st, Path("/b/mpi_identity"), {}, benchbuild.other_stacks(st), ldd=ldd_fixture(fixture))
+
+
+@pytest.mark.parametrize("stack,fixture,why", [
+    ("commodity", "vendor-mpi_identity", r"links libmpi.so.12 .*not this stack's MPI"),
+    ("vendor", "commodity-mpi_identity", r"links libmpi.so.40 .*not this stack's MPI"),
+    ("commodity", "commodity-next-mpi_identity", r"resolves libmpi.so.40 to /opt/stackproof/stacks/commodity-next/"),
+    ("commodity", "commodity-NPmpi-with-next-ld-path", r"outside the stack's /usr/lib/x86_64-linux-gnu"),
+    ("commodity-next", "mpich-mpi_identity", r"links libmpich.so.12"),
+])
+def test_ldd_check_names_stack_binary_and_fix(recorded_root, stack, fixture, why):
+    st = load_stack(stack)
+    with pytest.raises(StackError) as err:
+        benchbuild.check_binary(st, Path("/b/NPmpi"), {}, benchbuild.other_stacks(st), ldd=ldd_fixture(fixture))
+    import re
+    msg = str(err.value)
+    assert msg.startswith(f"stack {stack}: ldd check failed: /b/NPmpi ") and re.search(why, msg), msg
+    assert f"stackproof stack build --force {stack}" in msg
+
+
+def test_ldd_check_rejects_another_stacks_files(recorded_root):
+    st = load_stack("commodity")
+    libs = benchbuild.parse_ldd((DATA / "stacks" / "ldd-commodity-mpi_identity.txt").read_text())
+    libs["libmkl_rt.so.2"] = f"{RECORDED_ROOT}/vendor/lib/libmkl_rt.so.2"
+    with pytest.raises(StackError, match=r"resolves libmkl_rt.so.2 to .*/vendor/lib/libmkl_rt.so.2, a file of "
+                                         r"stack vendor"):
+        benchbuild.check_binary(st, Path("/b/sw4"), {}, benchbuild.other_stacks(st), ldd=lambda b, e: libs)
+
+
+# ---------------------------------------------------------------- stamps and commands
+
+def test_stamp_keyed_by_inputs(tmp_path):
+    st = vendor_like(tmp_path)
+    src = tmp_path / "a.c"
+    src.write_text("int main(void){return 0;}\n")
+    key = benchbuild.input_hash(st, "probe", [src])
+    assert key == benchbuild.input_hash(st, "probe", [src])
+    out = tmp_path / "vendor" / "bench" / "bin" / "mpi_identity"
+    out.parent.mkdir(parents=True)
+    out.write_text("")
+    assert not benchbuild.up_to_date(st, "probe", key, [out])
+    benchbuild.write_stamp(st, "probe", key)
+    assert benchbuild.up_to_date(st, "probe", key, [out])
+    src.write_text("int main(void){return 1;}\n")
+    assert benchbuild.input_hash(st, "probe", [src]) != key
+    other = vendor_like(tmp_path, compilers={"cc": "/other/mpicc", "cxx": "/other/mpicxx"})
+    assert benchbuild.input_hash(other, "probe", [src]) != benchbuild.input_hash(st, "probe", [src])
+
+
+def test_netpipe_build_uses_the_stacks_mpicc(tmp_path, monkeypatch):
+    st = vendor_like(tmp_path)
+    calls = []
+    monkeypatch.setattr(benchbuild, "_run", lambda stack, what, cmd, env, cwd=None, log=None: calls.append(cmd))
+    import io
+    import tarfile
+    tgz = tmp_path / "np.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        info = tarfile.TarInfo("NetPIPE-3.7.2/NPmpi")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    benchbuild.build_netpipe(st, tgz, tmp_path / "out" / "NPmpi", {})
+    # MPICC, not CC: NetPIPE's makefile builds `mpi` with $(MPICC) (default: whatever mpicc is on PATH)
+    assert calls == [["make", "mpi", f"MPICC={tmp_path}/vendor/bin/mpicc"]]
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "stackproof.cli", *args], capture_output=True, text=True,
+                          env=dict(os.environ, STACKPROOF_STACKS_ROOT="/nonexistent/stacks"))
+
+
+def test_cli_unknown_stack_and_target_are_one_line_errors():
+    for args, want in ((("stack", "install", "nosuch"), "unknown stack 'nosuch'"),
+                       (("stack", "build", "commodity", "--only", "bogus"), "unknown build targets ['bogus']"),
+                       (("stack", "build", "vendor"), "stack vendor: its MPI is not installed")):
+        proc = run_cli(*args)
+        assert proc.returncode == 1, proc
+        assert "Traceback" not in proc.stderr and want in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_netpipe_stderr_and_file_of_one_run_agree():
+    file_points = netpipe.parse((DATA / "netpipe" / "intelmpi-2021.17.np.out").read_text())
+    err_points = netpipe.parse((DATA / "netpipe" / "intelmpi-2021.17.stderr").read_text())
+    assert [p.bytes for p in err_points] == [p.bytes for p in file_points]
+    for a, b in zip(err_points, file_points):
+        assert a.usec == pytest.approx(b.usec, abs=0.006) and a.mbps == pytest.approx(b.mbps, abs=0.006)
+
+
+def test_real_benchmarks_script_is_adapted_for_the_stack(shared):
+    script = shared / "tools" / "real-benchmarks" / "build.sh"
+    if not script.is_file():
+        pytest.skip(f"{script} not present (OSU/AMG/SW4 builds need it)")
+    text = benchbuild.adapt_build_script(script.read_text())
+    assert 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"' in text
+    osu = text.split("build_osu_one() {", 1)[1].split("\n}\n", 1)[0]
+    assert 'dedupe_osu "$bdir/src"' in osu
+    assert text.count("dedupe_osu") == 2
+    proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
