@@ -16,7 +16,6 @@ from stackproof.cpulist import format_mask
 from stackproof.errors import StackproofError
 from stackproof.gpu_health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
 from stackproof.nodetype import NodeType, load
-from stackproof.nodetype import NodeType
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
 
 # Every stack file (reframe-tests/stacks/*.yaml and $STACKPROOF_STACKS_DIR): one environment each.

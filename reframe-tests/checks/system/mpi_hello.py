@@ -4,7 +4,6 @@ probe, run with the same launcher, proves each rank used the stack's own MPI lib
 resolved path, from the stack file). Binding-free, so it runs on any system (the local one included)."""
 import os
 import sys
-from importlib import resources
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
 
