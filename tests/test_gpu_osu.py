@@ -64,10 +64,17 @@ def osu_runs(tmp_path_factory, shared):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     views = {}
+    from stackproof.stacks import load_stack
     for stack, value in (("commodity", "true"), ("vendor", "false")):
         bindir = tmp / stack / "bin"
         ompi_info(bindir, value)
-        osu = bindir / "osu_latency"
+        probe = load_stack(stack).benchmark("probe")       # the real identity probe of that stack
+        if not probe.is_file():
+            pytest.skip(f"{probe} not built: run `make stacks` (stackproof stack build {stack})")
+        (bindir / "mpi_identity").symlink_to(probe)
+        osudir = tmp / stack / "libexec/osu-micro-benchmarks/mpi/pt2pt"     # the stack file's benchmarks.osu
+        osudir.mkdir(parents=True)
+        osu = osudir / "osu_latency"
         osu.write_text("#!/bin/sh\n" + RANK0 + f"cat <<'EOF'\n{(shared / 'fixtures/osu/7.2/osu_latency.out').read_text()}EOF\n")
         osu.chmod(0o755)
         views[stack] = tmp / stack
@@ -78,9 +85,10 @@ def osu_runs(tmp_path_factory, shared):
         env.pop(var, None)
     report = tmp / "report.json"
     proc = subprocess.run([REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local:gpu",
-                           "-p", "^(commodity|vendor)$", "-n", "OSUBenchmark%benchmark=osu_latency",
+                           "-p", "^(commodity|vendor)$", "-n", "OSUBenchmark%repeat_index=0%benchmark=osu_latency",
                            "--report-file", str(report), "-r"], cwd=tmp, env=env, capture_output=True,
                           text=True, timeout=600)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     cases = [tc for r in json.loads(report.read_text())["runs"] for tc in r["testcases"]]
     return proc, {(c["environ"], c["buffers"] if "buffers" in c else c["name"].split("%buffers=")[-1]): c
                   for c in cases}

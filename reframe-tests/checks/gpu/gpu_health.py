@@ -59,12 +59,13 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
         if self.is_dry_run():
             return
         nvcc = self.current_environ.nvcc or 'nvcc'
-        path = os.pathsep.join(p for p in (os.path.join(self.stack_view, 'bin'),
-                                           os.path.join(os.environ.get('CUDA_HOME', ''), 'bin')
-                                           if os.environ.get('CUDA_HOME') else '',
-                                           os.environ.get('PATH', '')) if p)
+        dirs = self.stack_bin_dirs
+        cuda_home = os.environ.get('CUDA_HOME')
+        path = os.pathsep.join(dirs + ([os.path.join(cuda_home, 'bin')] if cuda_home else [])
+                               + [os.environ.get('PATH', '')])
         if shutil.which(nvcc, path=path) is None:
-            self.skip(f'{nvcc} not found (looked in {self.stack_view}/bin, $CUDA_HOME/bin and PATH): '
+            where = ', '.join(dirs + ['$CUDA_HOME/bin', 'PATH'])
+            self.skip(f'{nvcc} not found (looked in {where}): '
                       f'the GPU health check needs the CUDA compiler of stack {self.stack!r}')
 
     def _parsed(self):

@@ -83,7 +83,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         """Device and managed buffers run only when the stack's MPI is CUDA-aware; else skip saying why."""
         if self.buffers == 'host' or self.is_dry_run():
             return
-        aware, why = cuda_aware(self.stack, os.path.join(self.stack_view, 'bin'))
+        aware, why = cuda_aware(self.stack, os.pathsep.join(self.stack_bin_dirs))
         self.skip_if(not aware, why)
 
     def expected_max_size(self):

@@ -10,10 +10,13 @@ import os
 
 from partitions import default_prefix, nodetype_for, partition, system
 
-nt = nodetype_for('local', os.environ.get('STACKPROOF_LOCAL_NODETYPE') or 'local')
+source = os.environ.get('STACKPROOF_LOCAL_NODETYPE') or 'local'
+nt = nodetype_for('local', source)
 site_configuration = {}
 if nt is not None:
-    local = dict(scheduler='local', launcher='mpirun', max_jobs=1, nodes=1)
+    # a YAML path stays a path for `stackproof slurm render` (its name is not in slurm-conf/nodetypes/)
+    path_extras = {'nodetype': source} if (os.sep in source or source.endswith('.yaml')) else None
+    local = dict(scheduler='local', launcher='mpirun', max_jobs=1, nodes=1, extras=path_extras)
     parts = [partition(nt, 'default', descr='the local host', features=['local', 'mpirun'], use_gpus=False,
                        **local)]
     if nt.gpus:

@@ -131,6 +131,13 @@ class StackproofMixin(rfm.RegressionTestPlugin):
             cache['_stack_spec'] = load_stack(self.current_environ.extras.get('stack', self.current_environ.name))
         return cache['_stack_spec']
 
+    @property
+    def stack_bin_dirs(self):
+        """Where the stack's programs live: its PATH additions, its view's and its prefix's bin/."""
+        st = self.stack_spec
+        dirs = list(st.path) + [os.path.join(str(root), 'bin') for root in (st.view, st.prefix) if root]
+        return list(dict.fromkeys(dirs))
+
     @run_after('setup')
     def _own_profile(self):
         """A stack benchmark that chooses no profile runs under `baseline`, switched here: no check
