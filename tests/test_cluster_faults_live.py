@@ -24,7 +24,7 @@ def sh(c, *cmd, timeout=60):
 
 
 def sbatch(c, *args):
-    proc = sh(c, "sbatch", "--parsable", *args)
+    proc = sh(c, "sbatch", "--parsable", "--output=/dev/null", *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split(";")[0]
 
@@ -234,7 +234,7 @@ def test_hundred_concurrent_jobs_all_complete(three):
     c, _ = three
     # submitted 10 at a time (concurrent clients); --mem so that two jobs share a node (a job without
     # it takes the node's memory, so one job per node)
-    script = "seq 100 | xargs -P 10 -I{} sbatch --parsable -n1 --mem=64M -J load{} --wrap 'echo ok'"
+    script = "seq 100 | xargs -P 10 -I{} sbatch --parsable --output=/dev/null -n1 --mem=64M -J load{} --wrap 'echo ok'"
     proc = sh(c, "sh", "-c", script, timeout=300)
     assert proc.returncode == 0, proc.stderr
     ids = proc.stdout.split()
