@@ -217,6 +217,7 @@ def main(argv=None) -> int:
                   lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
     steps.append((f"ReFrame acceptance suite ({' vs '.join(args.stack)}, {args.repeat} repeats)",
                   lambda: reframe_suite(cluster, out, args.stack, args.baseline, args.repeat)))
+    steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
     steps.append(("report", lambda: _report(out, args.baseline)))
     try:
         results = run(steps)
@@ -230,6 +231,19 @@ def main(argv=None) -> int:
     print("\n" + md, end="")
     print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _project(out: Path, stack: str) -> str:
+    """`stackproof noise project` on this run's FWQ traces (every profile measured without an
+    injected signature), written to out/project/ for the report's "Noise at scale" section. A small
+    sweep: 1 to 16,384 nodes, binomial and linear allreduce, 300 iterations."""
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--run", str(out),
+                           "--stack", stack, "--nodes", "1,64,1024,16384", "--iterations", "300",
+                           "--collective", "allreduce:binomial,linear", "-o", str(out / "project")],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"stackproof noise project failed: {proc.stderr.strip()[-1000:]}")
+    return f"{out / 'project' / 'project.md'}"
 
 
 def _report(out: Path, baseline: str) -> str:
