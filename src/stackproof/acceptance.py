@@ -217,6 +217,9 @@ def main(argv=None) -> int:
                   lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
     steps.append((f"ReFrame acceptance suite ({' vs '.join(args.stack)}, {args.repeat} repeats)",
                   lambda: reframe_suite(cluster, out, args.stack, args.baseline, args.repeat)))
+    for prof in ("baseline", "corespec"):
+        steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
+                      lambda p=prof: _hunt(cluster, out, p)))
     steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
     steps.append(("report", lambda: _report(out, args.baseline)))
     try:
@@ -231,6 +234,22 @@ def main(argv=None) -> int:
     print("\n" + md, end="")
     print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _hunt(cluster: Cluster, out: Path, profile: str) -> str:
+    """`stackproof noise hunt` on the node while the test cluster runs `profile` (its daemons bound as
+    the profile says), kept in out/hunt/<profile>/ for the report's "who stole the time" section. A
+    host without tracefs or root gets "not measured" with the reason, not a pass."""
+    _up(cluster, Settings(profile=profile))
+    target = out / "hunt" / profile
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--duration", "5",
+                           "--threshold", "60", "-o", str(target)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        if "tracefs" in reason or "root" in reason:
+            return f"not measured: {reason}"
+        raise StackproofError(f"stackproof noise hunt failed: {reason}")
+    return f"{target / 'hunt.md'}"
 
 
 def _project(out: Path, stack: str) -> str:

@@ -33,6 +33,15 @@ __all__ = ["build", "load_run", "load_session", "register", "Case", "Context", "
            "EXTRA_SECTIONS", "noise_rows"]
 
 
+def who_stole_the_time_section(ctx) -> Section | None:
+    """`stackproof noise hunt` results kept next to the report (<report dir>/hunt/<profile>/hunt.json)."""
+    from ..noise.hunt import hunt_report_section
+    found = hunt_report_section(Path(ctx.img).parent / "hunt")
+    if found is None:
+        return None
+    return Section(title=found.title, markdown=found.markdown, html=found.html, figures=list(found.figures))
+
+
 def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = None,
           extra_sections=None) -> dict:
     """Reduce the cases into rows once, build every section, write report.{html,md,json}; return the data."""
@@ -50,8 +59,8 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
     ctx = Context(cases=cases, rows=perf_rows(cases), stacks=stacks, baseline=baseline, img=img, notes=notes)
     sessions = sessions_of(cases)
     builders = [verdict_section, lambda c: summary_section(c, sessions), identity_section,
-                bandwidth_fraction_section, curves_section, noise_section, noise_at_scale_section,
-                skipped_section, failed_section, references_section]
+                bandwidth_fraction_section, curves_section, noise_section, who_stole_the_time_section,
+                noise_at_scale_section, skipped_section, failed_section, references_section]
     sections = []
     for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):
         s = b(ctx)
