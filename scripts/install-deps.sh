@@ -35,6 +35,10 @@ if [ ! -e "$DEB_SRC" ] && [ -f /etc/apt/sources.list.d/debian.sources ] \
   sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$DEB_SRC"
   NEED_UPDATE=1
 fi
+# source entries present but never fetched (or the lists were cleaned): fetch them
+if [ -e "$DEB_SRC" ] && ! compgen -G '/var/lib/apt/lists/*_source_Sources*' >/dev/null; then
+  NEED_UPDATE=1
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
