@@ -4,7 +4,7 @@ and `gpu` (the nodes with fake GPUs). Nodes are emulated on this host, so the no
 
 Select it explicitly (`--system testcluster`); it never matches by hostname. The Slurm clients
 need the cluster's slurm.conf: it is taken from $STACKPROOF_RUN_DIR when SLURM_CONF is unset.
-Environment: STACKPROOF_RUN_DIR (default /tmp/stackproof-cluster), STACKPROOF_CLUSTER_NODES
+Environment: STACKPROOF_RUN_DIR (default the cluster's private run dir, /run/stackproof/cluster), STACKPROOF_CLUSTER_NODES
 (node count the cluster was started with, default 2), STACKPROOF_FAKE_GPUS (fake GPUs per node of
 the gpu partition; default: what the cluster's cluster.json says, else 0). The `gpu` partition
 exists only when the cluster has fake GPUs."""
@@ -12,7 +12,9 @@ import os
 
 from partitions import default_prefix, nodetype_for, partition, system, testcluster_fake_gpus
 
-RUN_DIR = os.environ.get('STACKPROOF_RUN_DIR', '/tmp/stackproof-cluster')
+from stackproof.cluster.state import run_dir
+
+RUN_DIR = str(run_dir())     # $STACKPROOF_RUN_DIR, else the cluster's own default
 NODES = int(os.environ.get('STACKPROOF_CLUSTER_NODES', '2'))
 FAKE_GPUS = testcluster_fake_gpus(RUN_DIR)
 
