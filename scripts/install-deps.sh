@@ -35,8 +35,10 @@ if [ ! -e "$DEB_SRC" ] && [ -f /etc/apt/sources.list.d/debian.sources ] \
   sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$DEB_SRC"
   NEED_UPDATE=1
 fi
-# source entries present but never fetched (or the lists were cleaned): fetch them
-if [ -e "$DEB_SRC" ] && ! compgen -G '/var/lib/apt/lists/*_source_Sources*' >/dev/null; then
+# package or source lists never fetched (or cleaned, as image builds do): fetch them, so later steps
+# (apt-get source netpipe, apt-get download of the vcluster's guest kernel) find their packages
+if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null \
+   || { [ -e "$DEB_SRC" ] && ! compgen -G '/var/lib/apt/lists/*_source_Sources*' >/dev/null; }; then
   NEED_UPDATE=1
 fi
 
