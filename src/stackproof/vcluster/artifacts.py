@@ -95,13 +95,18 @@ def kernel(root: Path) -> tuple[Path, Path]:
     debs = sorted(cache.glob(f"{KERNEL_PACKAGE}_{KERNEL_VERSION.replace(':', '%3a')}_*.deb"))
     if not debs:
         log(f"apt-get download {KERNEL_PACKAGE}={KERNEL_VERSION}")
-        proc = subprocess.run(["apt-get", "download", f"{KERNEL_PACKAGE}={KERNEL_VERSION}"], cwd=cache,
-                              capture_output=True, text=True)
+        download = ["apt-get", "download", f"{KERNEL_PACKAGE}={KERNEL_VERSION}"]
+        proc = subprocess.run(download, cwd=cache, capture_output=True, text=True)
+        if proc.returncode != 0 and "Unable to locate" in proc.stderr:
+            # the host's package lists are gone (image builds clean them): fetch them once and retry
+            log("apt package lists missing: apt-get update")
+            subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=900", "update", "-qq"], capture_output=True)
+            proc = subprocess.run(download, cwd=cache, capture_output=True, text=True)
         debs = sorted(cache.glob(f"{KERNEL_PACKAGE}_*.deb"))
         if proc.returncode != 0 or not debs:
             raise StackproofError(f"cannot download the guest kernel {KERNEL_PACKAGE}={KERNEL_VERSION} "
-                                  f"(apt-get update first; if Debian dropped it, bump KERNEL_* in "
-                                  f"{Path(__file__).relative_to(REPO)}): {proc.stderr.strip()[-300:]}")
+                                  f"(if Debian dropped it, bump KERNEL_* in "
+                                  f"src/stackproof/vcluster/artifacts.py): {proc.stderr.strip()[-300:]}")
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         subprocess.run(["dpkg-deb", "-x", str(debs[-1]), tmp], check=True)
         src = Path(tmp) / "boot" / f"vmlinuz-{KERNEL_RELEASE}"
