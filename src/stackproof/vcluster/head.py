@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..cluster.procs import alive, read_pid  # noqa: F401 - one process helper (boot.py imports them here)
 from ..errors import StackproofError
 from .netboot import BRIDGE, HTTP_PORT
 from .nodesconf import HEAD_ADDR, NETWORK
@@ -25,23 +26,6 @@ def sh(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise StackproofError(f"command failed ({proc.returncode}): {' '.join(cmd)}: {proc.stderr.strip()[-400:]}")
     return proc
-
-
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def netns_exists() -> bool:
