@@ -231,6 +231,7 @@ def test_wwctl_munge_overlay_key_is_exact_0400_and_owned_by_munge(tmp_path):
     env.run("overlay", "chmod", "munge", "etc/munge/munge.key.ww", "0400")
     env.run("overlay", "chown", "munge", "etc/munge/munge.key.ww", "970:970")
     env.run("overlay", "chmod", "munge", "etc/munge", "0700")
+    env.run("overlay", "chown", "munge", "etc/munge", "970:970")
     env.run("overlay", "build", "n01")
     image = tmp_path / "ww/var/provision/overlays/n01/__SYSTEM__.img"
     listing = subprocess.run(["cpio", "-itv", "--numeric-uid-gid"], stdin=image.open("rb"),
@@ -238,7 +239,9 @@ def test_wwctl_munge_overlay_key_is_exact_0400_and_owned_by_munge(tmp_path):
     entry = next(ln for ln in listing.splitlines() if ln.endswith("etc/munge/munge.key"))
     mode, _, uid, gid = entry.split()[:4]
     assert (mode, uid, gid) == ("-r--------", "970", "970")
-    assert next(ln for ln in listing.splitlines() if ln.endswith(" etc/munge")).startswith("drwx------")
+    # the kernel applies the directory entry's owner to the image's /etc/munge: it must stay munge's
+    assert next(ln for ln in listing.splitlines() if ln.endswith(" etc/munge")).split()[:4] \
+        == ["drwx------", "2", "970", "970"]
     unpacked = tmp_path / "unpacked"
     unpacked.mkdir()
     subprocess.run(["cpio", "-idm", "--quiet", "etc/munge/munge.key"], stdin=image.open("rb"),

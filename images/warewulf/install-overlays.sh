@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the stackproof site overlays into a Warewulf 4.6+ server and set what git cannot carry:
-# the munge key template 0400 owned by munge (uid/gid fixed by install-stack.sh), /etc/munge 0700.
+# the munge key template 0400 owned by munge (uid/gid fixed by install-stack.sh), /etc/munge 0700
+# owned by munge.
 # Checks the server's munge key first: Warewulf's Include() drops one trailing newline, so a key
 # whose last byte is 0x0a would reach the nodes one byte short (regenerate it with mungekey -f).
 # usage: install-overlays.sh [--wwctl PATH] [--key /etc/munge/munge.key]
@@ -29,6 +30,9 @@ for o in slurm munge corespec; do
   cp -r "$here/overlays/$o/rootfs" "$overlaydir/$o/"
 done
 "$wwctl" overlay chmod munge etc/munge 0700
+# the kernel applies an overlay directory's owner to the image's /etc/munge: root-owned, munged
+# (running as munge) could not read its key
+"$wwctl" overlay chown munge etc/munge "$MUNGE_ID:$MUNGE_ID"
 "$wwctl" overlay chmod munge etc/munge/munge.key.ww 0400
 "$wwctl" overlay chown munge etc/munge/munge.key.ww "$MUNGE_ID:$MUNGE_ID"
 echo "install-overlays: slurm, munge, corespec installed in $overlaydir; next: wwctl overlay build"

@@ -101,7 +101,9 @@ class VCluster:
         for img in sorted({n.image for n in vnodes}):
             artifacts.image(self.root, img)
         mkey = self._munge_key()
-        rendered = overlays.render(spec, vnodes, mkey.read_bytes(), artifacts.mpi_hello(self.root))
+        rendered, how = overlays.render_auto(spec, vnodes, mkey.read_bytes(), artifacts.mpi_hello(self.root),
+                                             self.root / "cache" / "wwctl")
+        log(how)
         artifacts.overlays(self.root, rendered, overlays.overlay_dirs())
         tftp = artifacts.boot_files(self.root, vnodes, nodesconf.text(conf, spec.path), netboot.boot_script(),
                                     netboot.node_script)
@@ -158,7 +160,9 @@ class VCluster:
             key.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(1024))
+                data = os.urandom(1024)
+                # Warewulf's Include() drops a trailing newline byte (wwctl renders the key overlay)
+                fh.write(data[:-1] + b"\x00" if data.endswith(b"\n") else data)
         return key
 
     def _head_plugstack(self) -> str:

@@ -1,18 +1,25 @@
 """The overlays the head serves each node, rendered from nodes.conf + the cluster description.
 
-- Site overlays (images/warewulf/overlays: slurm, corespec, munge): without wwctl, their files are
-  what `stackproof.warewulf.expected_renders` says the templates render (the same golden output the
-  wwctl tests hold the templates to); the munge key is the head's generated key, 0400 munge:munge.
+- Site overlays (images/warewulf/overlays: slurm, corespec, munge): with a real wwctl (PATH or
+  $STACKPROOF_WWCTL), `wwctl overlay build` renders them in a private Warewulf tree and its images
+  are read back (`render_auto`); without one, their files are what `stackproof.warewulf.expected_renders`
+  says the templates render (the golden output the wwctl tests hold the templates to;
+  tests/test_warewulf_real.py holds the two renderers equal). The munge key is the head's generated
+  key, 0400 munge:munge.
 - Stand-ins for Warewulf's distribution overlays a virtual node needs: wwinit (/init: NIC driver,
   address from nodes.conf, then the image's init), hostname, hosts.
 - vctools (runtime): the MPI hello built on the head.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import shutil
 from importlib import resources
+from pathlib import Path
 
-from .. import warewulf
+from .. import warewulf, wwctl
 from ..errors import StackproofError
 from ..paths import REPO
 from .cpio import File
@@ -99,7 +106,8 @@ def render(spec: warewulf.ClusterSpec, nodes: list[VNode], munge_key: bytes,
                 files = _builtin(node, nodes, o)
             elif o in warewulf.OVERLAY_FILES:
                 for rel, text in expected.get(node.name, {}).items():
-                    if rel.startswith(warewulf.OVERLAY_FILES[o]) and text:
+                    # wwctl writes slurm's files even when they hold only comments (gres.conf, no GPUs)
+                    if rel.startswith(warewulf.OVERLAY_FILES[o]) and (text or o == "slurm"):
                         files[rel] = File(text)
                 if o == "slurm":
                     files["etc/default/slurmd"] = files["etc/sysconfig/slurmd"] = File(_slurmd_options(node))
@@ -118,3 +126,53 @@ def overlay_dirs() -> dict[str, tuple[int, int, int]]:
     """Directory modes the overlays must carry (the kernel applies them to the image's directories)."""
     uid = munge_id()
     return {"etc/munge": (0o700, uid, uid), "opt": (0o755, 0, 0)}
+
+
+# ---- site overlays by a real wwctl --------------------------------------------------------------------
+
+def site_nodes_conf(nodes: list[VNode], key_path: Path) -> dict:
+    """The nodes as wwctl sees them: addresses, tags, and the site overlays only (the vcluster
+    stand-ins for Warewulf's distribution overlays stay ours)."""
+    conf: dict = {"nodeprofiles": {}, "nodes": {}}
+    for n in nodes:
+        dev = {"device": n.device, "hwaddr": n.hwaddr, "ipaddr": n.ipaddr, "netmask": n.netmask}
+        if n.gateway:
+            dev["gateway"] = n.gateway
+        conf["nodes"][n.name] = {"tags": {**n.tags, "munge_key_path": str(key_path)},
+                                 "system overlay": [o for o in n.system_overlays if o in SITE],
+                                 "network devices": {"default": dev}}
+    return conf
+
+
+def render_site_by_wwctl(nodes: list[VNode], munge_key: bytes, workdir: Path,
+                         exe: str | None = None) -> dict[str, dict[str, File]]:
+    """node -> the site overlays' files as `wwctl overlay build` writes them (bytes, mode, owner)."""
+    if munge_key.endswith(b"\n"):
+        raise StackproofError("the munge key ends with a newline byte, which Warewulf's Include() drops: "
+                              "delete it (cache/munge.key) so that a new one is generated")
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    key = workdir / "munge.key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(munge_key)
+    tree = wwctl.Tree(workdir / "warewulf", site_nodes_conf(nodes, key), exe=exe)
+    built = tree.build([n.name for n in nodes])
+    return {name: parts["system"] for name, parts in built.items()}
+
+
+def render_auto(spec: warewulf.ClusterSpec, nodes: list[VNode], munge_key: bytes, mpi_hello: bytes | None,
+                workdir: Path) -> tuple[dict[str, dict[str, dict[str, File]]], str]:
+    """`render`, but with the site overlays rendered by a real wwctl when there is one; also returns
+    a line saying which renderer made them (`vcluster up` prints it)."""
+    exe = wwctl.find()
+    if exe is None:
+        return (render(spec, nodes, munge_key, mpi_hello),
+                "site overlays rendered by stackproof's renderer (no wwctl on PATH or in $STACKPROOF_WWCTL)")
+    check_known(nodes)
+    site = render_site_by_wwctl(nodes, munge_key, workdir, exe)
+    rest = [dataclasses.replace(n, system_overlays=[o for o in n.system_overlays if o not in SITE]) for n in nodes]
+    out = render(spec, rest, munge_key, mpi_hello)
+    for n in nodes:
+        out[n.name]["system"].update(site[n.name])
+    return out, f"site overlays {', '.join(SITE)} rendered by `wwctl overlay build` ({exe}, {wwctl.version(exe)})"
