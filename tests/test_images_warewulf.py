@@ -1,6 +1,6 @@
 """Warewulf nodes.conf and site overlays: tags come from node types, overlays render what
 `stackproof slurm render` writes. The wwctl half runs the real `wwctl overlay show --render` /
-`wwctl overlay build` when wwctl is on PATH (or env WWCTL names it); docs/warewulf.md says how to build it."""
+`wwctl overlay build` when wwctl is on PATH (or $STACKPROOF_WWCTL / $WWCTL names it); docs/warewulf.md says how to build it."""
 import os
 import shutil
 import subprocess
@@ -112,10 +112,14 @@ def test_cli_warewulf_nodes_missing_spec_exits_1(tmp_path, capsys):
 # ---- wwctl side ------------------------------------------------------------------------------------
 
 def _wwctl() -> str:
-    exe = os.environ.get("WWCTL") or shutil.which("wwctl")
-    if not exe or not os.access(exe, os.X_OK):
-        pytest.skip("wwctl not found: put it on PATH or set WWCTL=/path/to/wwctl (docs/warewulf.md: build "
-                    "Warewulf v4.7.0 from source in ~3 min)")
+    from stackproof import wwctl
+    try:
+        exe = wwctl.find()          # $STACKPROOF_WWCTL, $WWCTL, PATH
+    except StackproofError as exc:
+        pytest.skip(str(exc))
+    if not exe:
+        pytest.skip("wwctl not found: put it on PATH or set STACKPROOF_WWCTL=/path/to/wwctl (docs/warewulf.md: "
+                    "images/warewulf/build-wwctl.sh builds Warewulf v4.7.0 from a source checkout)")
     return exe
 
 

@@ -32,7 +32,8 @@ if [ "$have" != "$want" ] && [ "${WW_ALLOW_OTHER_VERSION:-0}" != 1 ]; then
 fi
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 [ -x "$GO" ] || die "go not found: install Go >= 1.22 or set GO=/path/to/go"
-export PATH="$(dirname "$GO"):$PATH"
+PATH="$(dirname "$GO"):$PATH"
+export PATH
 
 vars=(PREFIX="$prefix"
       SYSTEMDDIR="$prefix/lib/systemd/system" BASHCOMPDIR="$prefix/etc/bash_completion.d"
