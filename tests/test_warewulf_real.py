@@ -145,6 +145,23 @@ def test_install_overlays_script_with_real_wwctl(tmp_path):
     assert got["etc/munge/munge.key"][1:] == (0o400, uid, uid, KEY)
 
 
+def test_vcluster_render_auto_with_real_wwctl(tmp_path, monkeypatch):
+    """What `vcluster up` serves with a real wwctl: its site files plus our stand-ins."""
+    exe = _real_wwctl()
+    monkeypatch.setenv("STACKPROOF_WWCTL", exe)
+    spec = nodesconf.load_spec(REPO / "images/vcluster/cluster.yaml", nodes=2)
+    nodes = nodesconf.resolve(nodesconf.generate(spec))
+    rendered, how = overlays.render_auto(spec, nodes, KEY, b"ELF", tmp_path / "work")
+    assert how == f"site overlays slurm, corespec, munge rendered by `wwctl overlay build` ({exe}, {wwctl.version(exe)})"
+    ours = overlays.render(spec, nodes, KEY, b"ELF")
+    for name in ("n01", "n02"):
+        got, want = rendered[name]["system"], ours[name]["system"]
+        assert sorted(got) == sorted(want)
+        assert got["etc/slurm/slurm.conf"].data.startswith(b"# Rendered by Warewulf (stackproof slurm overlay)")
+        assert got["etc/hostname"] == want["etc/hostname"] and got["init"] == want["init"]
+        assert rendered[name]["runtime"] == ours[name]["runtime"]
+
+
 # ---- vcluster's choice of renderer (stub wwctl: always runs) -------------------------------------------
 
 STUB = """#!{python}

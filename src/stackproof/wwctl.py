@@ -56,13 +56,13 @@ class Tree:
     """A private Warewulf tree under `root` with the site overlays installed."""
 
     def __init__(self, root: Path, nodes_conf: dict, exe: str | None = None,
-                 warewulf_conf: dict | None = None, overlays: tuple[str, ...] = SITE_OVERLAYS):
+                 overlays: tuple[str, ...] = SITE_OVERLAYS):
         self.exe = exe or find()
         if not self.exe:
             raise StackproofError("wwctl not found: put it on PATH or set STACKPROOF_WWCTL "
                                   "(images/warewulf/build-wwctl.sh builds one)")
         self.root = Path(root)
-        conf = dict(warewulf_conf or WAREWULF_CONF)
+        conf = dict(WAREWULF_CONF)
         r = self.root
         conf["paths"] = {"sysconfdir": f"{r}/etc", "localstatedir": f"{r}/var", "cachedir": f"{r}/var/cache",
                          "datadir": f"{r}/share", "wwoverlaydir": f"{r}/overlays",
@@ -78,7 +78,7 @@ class Tree:
             shutil.copytree(OVERLAYS / name / "rootfs", dest)
         # what install-overlays.sh sets and git cannot carry
         if "munge" in overlays:
-            from .vcluster.overlays import munge_id
+            from .vcluster.overlays import munge_id      # (vcluster.overlays imports this module)
             uid = munge_id()
             self.run("overlay", "chmod", "munge", "etc/munge", "0700")
             self.run("overlay", "chown", "munge", "etc/munge", f"{uid}:{uid}")
@@ -97,20 +97,16 @@ class Tree:
         return proc
 
     def build(self, nodes: list[str]) -> dict[str, dict[str, dict[str, cpio.File]]]:
-        """`wwctl overlay build NODE...`; node -> {"system"|"runtime": {path: File}} (directories left out:
-        `dirs()` has them)."""
+        """`wwctl overlay build NODE...`; node -> {"system"|"runtime": {path: File}} (files and links;
+        `image()` gives the whole archive)."""
         self.run("overlay", "build", *nodes)
         out = {}
         for node in nodes:
             out[node] = {part: _files(self.image(node, part)) for part in ("system", "runtime")}
         return out
 
-    def dirs(self, node: str, part: str = "system") -> dict[str, tuple[int, int, int]]:
-        """Directories of a built image: path -> (mode, uid, gid)."""
-        return {e.path: (stat.S_IMODE(e.mode), e.uid, e.gid) for e, _ in cpio.read(self.image(node, part))
-                if stat.S_ISDIR(e.mode) and e.path not in (".", "")}
-
     def image(self, node: str, part: str) -> bytes:
+        """The node's built __SYSTEM__/__RUNTIME__ image (an empty archive if wwctl wrote none)."""
         img = self.root / "var/provision/overlays" / node / f"__{part.upper()}__.img"
         if not img.is_file():
             return cpio.to_bytes([])
