@@ -436,3 +436,21 @@ def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partit
     assert activate_profile(t, "corespec")["STACKPROOF_PROFILE"] == "corespec"
     with pytest.raises(RuntimeError, match="run profile 'corespec', not 'baseline'"):
         activate_profile(t, "baseline")
+
+
+def test_down_removes_virtiofsd_pid_files_of_its_own_sockets_only(monkeypatch, tmp_path):
+    from stackproof.vcluster import share
+    pids = tmp_path / "virtiofsd"
+    pids.mkdir()
+    monkeypatch.setattr(share, "PIDFILE_DIR", pids)
+    run = tmp_path / "vc" / "run"
+    mine = pids / (str(share.socket_path(run, "n01", share.Share("spk-share", tmp_path))).replace("/", ".") + ".pid")
+    other = pids / ".elsewhere.vm.sock.pid"
+    mine.write_text("1\n")
+    other.write_text("2\n")
+    assert share.leftover_pidfiles(run) == [mine]
+    share.remove_pidfiles(run)
+    assert not mine.exists() and other.exists()
+    other.unlink()
+    share.remove_pidfiles(run)
+    assert not pids.exists(), "the directory goes when it is empty"

@@ -263,6 +263,7 @@ class VCluster:
         self.state_file.unlink(missing_ok=True)
         for sock in self.run.glob("*.socket*"):
             sock.unlink(missing_ok=True)
+        share.remove_pidfiles(self.run)
         if not quiet:
             log(f"down: stopped {len(pids)} processes; namespace {head.NETNS} (bridge, taps) removed")
 

@@ -49,6 +49,24 @@ def socket_path(run: Path, node: str, share: Share) -> Path:
     return run / f"{node}.{share.tag}.socket"
 
 
+PIDFILE_DIR = Path("/run/virtiofsd")      # virtiofsd's lock files, named after the socket path; left behind
+
+
+def leftover_pidfiles(run: Path) -> list[Path]:
+    """virtiofsd's pid files for sockets under run/ (it never removes them itself)."""
+    prefix = str(run).replace("/", ".")
+    return sorted(PIDFILE_DIR.glob(f"{prefix}.*.pid")) if PIDFILE_DIR.is_dir() else []
+
+
+def remove_pidfiles(run: Path) -> None:
+    for p in leftover_pidfiles(run):
+        p.unlink(missing_ok=True)
+    try:
+        PIDFILE_DIR.rmdir()         # only when empty (no other virtiofsd on this host)
+    except OSError:
+        pass
+
+
 def qemu_args(run: Path, node: str, memory_mb: int, items: list[Share]) -> list[str]:
     """vhost-user-fs devices, one per share; the guest memory in a shared memfd (vhost-user needs it)."""
     if not items:
