@@ -281,3 +281,176 @@ def test_stage_tracking_from_console(tmp_path, planned):
     (tmp_path / "c.log").write_text((tmp_path / "c.log").read_text() + "\x1b[0;32m  OK  \x1b[0m] Started slurmd.service\n")
     assert boot.update_stage(b, 9.0) and b.stage == "slurmd" and b.stage_at["slurmd"] == 9.0
     assert "Started slurmd.service" in boot.console_tail(tmp_path / "c.log") and "\x1b" not in boot.console_tail(tmp_path / "c.log")
+
+
+# ---- shared directories (virtiofs) and the ReFrame vcluster system --------------------------------------
+
+def test_shares_are_the_share_dir_and_the_stacks_root_read_only(monkeypatch, tmp_path):
+    from stackproof.vcluster import share
+    monkeypatch.setenv("STACKPROOF_STACKS_ROOT", str(tmp_path / "stacks"))
+    assert share.shares(tmp_path / "vc") == [share.Share("spk-share", tmp_path / "vc" / "share")]
+    (tmp_path / "stacks").mkdir()
+    assert share.shares(tmp_path / "vc")[1] == share.Share("spk-stacks", tmp_path / "stacks", readonly=True)
+
+
+def test_qemu_gets_shared_memory_and_one_vhost_user_fs_per_share(planned, tmp_path):
+    from stackproof.vcluster import share
+    items = [share.Share("spk-share", tmp_path / "s"), share.Share("spk-stacks", tmp_path / "t", True)]
+    b = boot.NodeBoot(planned[2][0], "tap0", tmp_path / "n01.console.log", tmp_path / "n01.qemu.pid", shares=items)
+    cmd = boot.qemu_command(b)
+    assert cmd[:4] == ["ip", "netns", "exec", "spk-vc"]
+    assert f"memory-backend-memfd,id=mem,size={boot.MEMORY_MB}M,share=on" in cmd and "memory-backend=mem" in cmd
+    assert cmd[cmd.index("-m") + 1] == str(boot.MEMORY_MB), "backend and -m must agree"
+    chardevs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-chardev"]
+    assert chardevs == [f"socket,id=fs0,path={tmp_path}/n01.spk-share.socket",
+                        f"socket,id=fs1,path={tmp_path}/n01.spk-stacks.socket"]
+    assert "vhost-user-fs-pci,chardev=fs1,tag=spk-stacks" in cmd
+    d = share.virtiofsd_command(tmp_path, "n01", items[0])
+    assert d[0] == str(share.VIRTIOFSD) and f"--socket-path={tmp_path}/n01.spk-share.socket" in d
+    assert f"source={tmp_path / 's'}" in d and "sandbox=chroot" in d
+    plain = boot.qemu_command(boot.NodeBoot(planned[2][0], "tap0", tmp_path / "c", tmp_path / "p"))
+    assert "-chardev" not in plain and "memory-backend=mem" not in plain
+
+
+def test_ipxe_script_loads_the_share_overlay_last(planned):
+    script = netboot.node_script(planned[2][0], extra_initrds=("share.img",)).splitlines()
+    initrds = [ln.split("/", 3)[3] for ln in script if ln.startswith("initrd ")]
+    assert initrds[-3:] == ["overlays/n01/system.img", "overlays/n01/runtime.img", "share.img"]
+
+
+def _fake_kernel_deb(tmp_path, release, modules):
+    pkg = tmp_path / "pkg"
+    for m in modules:
+        (pkg / "lib/modules" / release / m).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / "lib/modules" / release / m).write_bytes(m.encode())
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text("Package: fake-kernel\nVersion: 1\nArchitecture: all\n"
+                                        "Maintainer: t <t@t>\nDescription: t\n")
+    deb = tmp_path / "fake.deb"
+    subprocess.run(["dpkg-deb", "--build", "-Zgzip", str(pkg), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+def test_share_overlay_mounts_each_share_at_its_path_before_slurmd(tmp_path):
+    from stackproof.vcluster import share
+    items = [share.Share("spk-share", tmp_path / "vc/share"), share.Share("spk-stacks", tmp_path / "stacks", True)]
+    deb = _fake_kernel_deb(tmp_path, "R", share.MODULES)
+    got = _by_path(share.overlay_image(deb, "R", items))
+    assert got["usr/lib/modules/R/kernel/fs/fuse/virtiofs.ko"][1] == b"kernel/fs/fuse/virtiofs.ko"
+    link = got[f"etc/systemd/system/slurmd.service.requires/{share.UNIT}"][0]
+    assert stat.S_ISLNK(link.mode) and link.link == f"/etc/systemd/system/{share.UNIT}"
+    unit = got[f"etc/systemd/system/{share.UNIT}"][1].decode()
+    assert "Before=slurmd.service" in unit and "RequiredBy=slurmd.service" in unit and "journal+console" in unit
+    e, script = got["usr/local/sbin/vcluster-share"]
+    script = script.decode()
+    assert stat.S_IMODE(e.mode) == 0o755
+    assert script.index("fuse/fuse.ko") < script.index("fuse/virtiofs.ko") < script.index("mount ")
+    assert f"mount -t virtiofs -o rw spk-share '{tmp_path}/vc/share'" in script
+    assert f"mount -t virtiofs -o ro spk-stacks '{tmp_path}/stacks'" in script
+    assert "vcluster: share spk-share failed" in script and "exit 1" in script
+
+
+def test_share_overlay_names_a_missing_kernel_module(tmp_path):
+    from stackproof.vcluster import share
+    deb = _fake_kernel_deb(tmp_path, "R", share.MODULES[:1])
+    with pytest.raises(StackproofError, match="lacks kernel/fs/fuse/virtiofs.ko"):
+        share.kernel_modules(deb, "R")
+
+
+def test_a_failed_share_mount_stops_the_wait(tmp_path, planned):
+    b = boot.NodeBoot(planned[2][0], "tap0", tmp_path / "c.log", tmp_path / "q.pid", started=0.0)
+    (tmp_path / "c.log").write_text("vcluster: network up\nWelcome to Debian\nvcluster: share spk-share at /x\n")
+    assert boot.update_stage(b, 7.0) and b.stage == "share" and b.failed is None
+    (tmp_path / "c.log").write_text("vcluster: share spk-stacks failed\n")
+    boot.update_stage(b, 8.0)
+    assert b.failed == "vcluster: share spk-stacks failed"
+
+
+def test_head_profile_env_is_the_profile_the_nodes_run(planned, tmp_path):
+    from stackproof.profiles import read_profile_env
+    from stackproof.vcluster.core import VCluster
+    spec, _, nodes = planned
+    VCluster(tmp_path)._profile_env(spec, nodes, tmp_path / "etc")
+    env = read_profile_env(tmp_path / "etc/stackproof/profile.env")
+    assert env["STACKPROOF_PROFILE"] == "corespec" and env["STACKPROOF_APP_CPUS"] == "1"
+    assert env["STACKPROOF_SYSTEM_CPUS"] == "0"     # = CpuSpecList=0 in the nodes' slurm.conf
+
+
+def _vcluster_site(monkeypatch, root):
+    import sys as _sys
+    from reframe.utility import import_module_from_file
+    from stackproof.paths import REPO
+    monkeypatch.setenv("STACKPROOF_VCLUSTER_DIR", str(root))
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.syspath_prepend(str(REPO / "reframe-tests" / "config"))
+    conf = import_module_from_file(str(REPO / "reframe-tests" / "config" / "systems" / "vcluster.py")).site_configuration
+    _sys.modules.pop("vcluster", None)
+    return conf
+
+
+def test_reframe_vcluster_system_uses_the_share_the_head_profile_and_the_nodes_slurm_conf(monkeypatch, tmp_path):
+    (tmp_path / "run/etc").mkdir(parents=True)
+    (tmp_path / "run/etc/slurm.conf").write_text("ClusterName=vcluster\n")
+    conf = _vcluster_site(monkeypatch, tmp_path)
+    import os as _os
+    assert _os.environ["SLURM_CONF"] == str(tmp_path / "run/etc/slurm.conf"), "the head's copy for sbatch/squeue"
+    sysconf = conf["systems"][0]
+    assert sysconf["name"] == "vcluster" and sysconf["prefix"] == str(tmp_path / "share" / "reframe")
+    part = sysconf["partitions"][0]
+    assert (part["scheduler"], part["launcher"], part["environs"]) == ("squeue", "srun", ["commodity"])
+    assert "corespec" in part["features"] and "profiles" not in part["features"]
+    assert part["extras"]["stackproof_root"] == str(tmp_path / "run")
+    assert part["extras"]["nodetype"].endswith("images/vcluster/nodetype.yaml")
+    assert ["SLURM_CONF", "/etc/slurm/slurm.conf"] in part["env_vars"], "jobs use the nodes' own config"
+    assert part["processor"]["num_cpus"] == 2
+    assert conf["general"] == [{"poll_rate_min": 1.0, "target_systems": ["vcluster"]}]
+
+
+class _FakePart:
+    def __init__(self, features, root):
+        self.features, self.extras = features, {"stackproof_root": str(root), "nodetype": "x"}
+
+
+class _FakeTest:
+    def __init__(self, part, stagedir):
+        self.current_partition, self.stagedir, self.skipped = part, str(stagedir), None
+
+    def is_dry_run(self):
+        return False
+
+    def skip(self, msg):
+        self.skipped = msg
+        raise RuntimeError("skipped: " + msg)
+
+
+def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partitions(monkeypatch, tmp_path):
+    """MPIHello & co. (no profile of their own) run on nodes whose image fixes corespec; a check asking
+    for another profile is still skipped there."""
+    from stackproof.paths import REPO
+    monkeypatch.syspath_prepend(str(REPO / "reframe-tests" / "lib"))
+    from stackproof_rfm import activate_profile
+    (tmp_path / "etc/stackproof").mkdir(parents=True)
+    (tmp_path / "etc/stackproof/profile.env").write_text("STACKPROOF_PROFILE=corespec\nSTACKPROOF_APP_CORES=1\n")
+    t = _FakeTest(_FakePart(["remote", "corespec"], tmp_path), tmp_path)
+    assert activate_profile(t, None)["STACKPROOF_APP_CORES"] == "1"
+    assert activate_profile(t, "corespec")["STACKPROOF_PROFILE"] == "corespec"
+    with pytest.raises(RuntimeError, match="run profile 'corespec', not 'baseline'"):
+        activate_profile(t, "baseline")
+
+
+def test_down_removes_virtiofsd_pid_files_of_its_own_sockets_only(monkeypatch, tmp_path):
+    from stackproof.vcluster import share
+    pids = tmp_path / "virtiofsd"
+    pids.mkdir()
+    monkeypatch.setattr(share, "PIDFILE_DIR", pids)
+    run = tmp_path / "vc" / "run"
+    mine = pids / (str(share.socket_path(run, "n01", share.Share("spk-share", tmp_path))).replace("/", ".") + ".pid")
+    other = pids / ".elsewhere.vm.sock.pid"
+    mine.write_text("1\n")
+    other.write_text("2\n")
+    assert share.leftover_pidfiles(run) == [mine]
+    share.remove_pidfiles(run)
+    assert not mine.exists() and other.exists()
+    other.unlink()
+    share.remove_pidfiles(run)
+    assert not pids.exists(), "the directory goes when it is empty"

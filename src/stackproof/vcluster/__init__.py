@@ -7,6 +7,7 @@ Modules, one job each:
   cpio       newc archives: overlays, and an OCI image's root filesystem streamed into one
   artifacts  kernel, kmods, image, overlays and boot files under <root>/http, rebuilt when inputs change
   head       the head's network namespace, bridge, taps, dnsmasq, HTTP, munged, slurmctld; teardown
+  share      directories shared with the nodes at the same path (virtiofs: virtiofsd + mount unit)
   boot       QEMU TCG nodes and their boot stages
   core       up / down / status / exec / console
   cli        the command line

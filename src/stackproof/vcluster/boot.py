@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StackproofError
+from . import share
 from .head import NS, alive, read_pid, sh
 from .nodesconf import VNode
 
@@ -30,13 +31,15 @@ STAGES = [
     ("unpacked", re.compile(r"Freeing initrd memory|Freeing unused kernel")),
     ("wwinit", re.compile(r"vcluster: network up")),
     ("systemd", re.compile(r"systemd\[1\]|Welcome to")),
+    ("share", re.compile(r"vcluster: share \S+ at ")),
     ("munge", re.compile(r"Started .*munge")),
     ("slurmd", re.compile(r"Started .*slurmd")),
 ]
 
 
 # A daemon the node needs has failed: stop waiting.
-FAILED = re.compile(r"(slurmd|munge)\.service: Failed with result|Kernel panic|Initramfs unpacking failed")
+FAILED = re.compile(r"(slurmd|munge|vcluster-share)\.service: Failed with result|vcluster: share \S+ failed"
+                    r"|Kernel panic|Initramfs unpacking failed")
 
 
 @dataclass
@@ -49,6 +52,7 @@ class NodeBoot:
     stage: str = "qemu"
     stage_at: dict[str, float] = field(default_factory=dict)
     failed: str | None = None
+    shares: list[share.Share] = field(default_factory=list)
 
     @property
     def pid(self) -> int | None:
@@ -57,7 +61,7 @@ class NodeBoot:
 
 def preflight() -> None:
     """The host tools a boot needs, each with its fix."""
-    fixes = []
+    fixes = share.preflight()
     if not shutil.which(QEMU):
         fixes.append(f"{QEMU} not found: apt-get install qemu-system-x86 ipxe-qemu")
     elif not IPXE_ROM.is_file():
@@ -81,7 +85,7 @@ def qemu_command(b: NodeBoot) -> list[str]:
                  "-no-reboot", "-netdev", f"tap,id=n0,ifname={b.tap},script=no,downscript=no",
                  "-device", f"virtio-net-pci,netdev=n0,mac={n.hwaddr}", "-boot", "n",
                  "-serial", f"file:{b.console}", "-monitor", "none",
-                 "-daemonize", "-pidfile", str(b.pidfile)]
+                 "-daemonize", "-pidfile", str(b.pidfile)] + share.qemu_args(b.console.parent, n.name, MEMORY_MB, b.shares)
 
 
 def start(b: NodeBoot, now: float) -> None:

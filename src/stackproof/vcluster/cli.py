@@ -28,6 +28,8 @@ def _cmd_status(args) -> int:
         return 1
     for name, d in st["head"].items():
         print(f"head  {name:10s} pid {d['pid']} {'running' if d['alive'] else 'DEAD'}")
+    for tag, d in st.get("shares", {}).items():
+        print(f"share {tag:10s} {d['path']} ({'read-only' if d['readonly'] else 'read-write'}, virtiofs, same path on the nodes)")
     for name, n in st["nodes"].items():
         print(f"node  {name:10s} {n['ip']:12s} qemu {'running' if n['qemu_alive'] else 'DEAD'}  slurm {n['slurm']}"
               f"  boot {n['boot_s']} s  console {n['console']}")

@@ -2,12 +2,14 @@
 
 up = check everything (description, profile, nodes.conf, overlays, host tools) -> build what changed
 (kernel, image cpio, overlays, iPXE/DHCP config) -> head namespace + dnsmasq + HTTP + munged +
-slurmctld -> boot the QEMU nodes -> show each node's stage until its slurmd has registered
+slurmctld + virtiofsd -> boot the QEMU nodes -> show each node's stage until its slurmd has registered
 (or fail with its console log). Root directory: $STACKPROOF_VCLUSTER_DIR or build/vcluster
-(http/ and cache/ are kept between runs; run/ holds logs, consoles, pids, slurm state).
+(http/ and cache/ are kept between runs; run/ holds logs, consoles, pids, slurm state; share/ is
+mounted on every node at the same path, see share.py).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -15,9 +17,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from .. import warewulf
 from ..errors import StackproofError
 from ..paths import REPO
-from . import artifacts, boot, head, netboot, nodesconf, overlays
+from . import artifacts, boot, head, netboot, nodesconf, overlays, share
 from .boot import NodeBoot
 from .nodesconf import HEAD_ADDR
 
@@ -69,7 +72,8 @@ class VCluster:
     def settings_key(self, spec, vnodes) -> dict:
         return {"spec": str(spec.path), "nodes": [n.name for n in vnodes],
                 "profiles": {p.name: p.profile for p in spec.profiles.values()},
-                "images": sorted({n.image for n in vnodes})}
+                "images": sorted({n.image for n in vnodes}),
+                "shares": [[s.tag, str(s.path), s.readonly] for s in share.shares(self.root)]}
 
     def load_state(self) -> dict | None:
         try:
@@ -105,8 +109,12 @@ class VCluster:
                                              self.root / "cache" / "wwctl")
         log(how)
         artifacts.overlays(self.root, rendered, overlays.overlay_dirs())
+        shares = share.shares(self.root)
+        for s in shares:
+            s.path.mkdir(parents=True, exist_ok=True)
+        self._share_image(shares)
         tftp = artifacts.boot_files(self.root, vnodes, nodesconf.text(conf, spec.path), netboot.boot_script(),
-                                    netboot.node_script)
+                                    functools.partial(netboot.node_script, extra_initrds=("share.img",)))
         (self.run / "dnsmasq.conf").write_text(netboot.dnsmasq_conf(vnodes, self.run, tftp))
         etc = self.run / "etc"
         etc.mkdir(exist_ok=True)
@@ -116,6 +124,7 @@ class VCluster:
         cg = rendered[vnodes[0].name]["system"].get("etc/slurm/cgroup.conf")
         (etc / "cgroup.conf").write_text(cg.data if cg else "CgroupPlugin=autodetect\n")
         (self.run / "slurmctld-state").mkdir(exist_ok=True)
+        self._profile_env(spec, vnodes, etc)
         t_art = time.monotonic() - t_up
         log(f"artifacts ready in {t_art:.1f} s under {self.root / 'http'}")
         try:
@@ -125,15 +134,22 @@ class VCluster:
                     "http": head.start_http(self.root, self.run),
                     "munged": head.start_munged(mkey, self.run),
                     "slurmctld": head.start_slurmctld(etc / "slurm.conf", self.run)}
+            boots = [NodeBoot(n, f"tap{i}", self.run / f"{n.name}.console.log", self.run / f"{n.name}.qemu.pid",
+                              shares=shares) for i, n in enumerate(vnodes)]
+            for b in boots:
+                for s in shares:
+                    pids[f"virtiofsd-{b.node.name}-{s.tag}"] = head.start_virtiofsd(
+                        share.virtiofsd_command(self.run, b.node.name, s), share.socket_path(self.run, b.node.name, s),
+                        self.run / f"{b.node.name}.{s.tag}.virtiofsd.log")
             log(f"head {nodesconf.HEAD_ADDR} in namespace {head.NETNS}: dnsmasq, http :{netboot.HTTP_PORT}, "
-                f"munged, slurmctld")
+                f"munged, slurmctld, virtiofsd for " + ", ".join(f"{s.path} ({'ro' if s.readonly else 'rw'})"
+                                                                 for s in shares))
             # nodes
-            boots = [NodeBoot(n, f"tap{i}", self.run / f"{n.name}.console.log", self.run / f"{n.name}.qemu.pid")
-                     for i, n in enumerate(vnodes)]
             t0 = time.monotonic()
             for b in boots:
                 boot.start(b, time.monotonic())
             st = {"key": key, "root": str(self.root), "head": pids, "started": time.time(),
+                  "shares": {s.tag: {"path": str(s.path), "readonly": s.readonly} for s in shares},
                   "nodes": {b.node.name: {"pidfile": str(b.pidfile), "console": str(b.console), "ip": b.node.ipaddr,
                                           "mac": b.node.hwaddr} for b in boots}}
             self.state_file.write_text(json.dumps(st, indent=1) + "\n")
@@ -153,6 +169,33 @@ class VCluster:
             log(f"boot time {b.node.name}: {times[b.node.name]:.1f} s from QEMU start to slurmd registered ({stages})")
         log(f"up in {st['up_s']:.1f} s (artifacts {t_art:.1f} s); try: stackproof vcluster exec -- srun -N{len(boots)} hostname")
         return st
+
+    def _profile_env(self, spec, vnodes, etc: Path) -> None:
+        """run/etc/stackproof/profile.env: the core-specialization profile the nodes run, rendered like
+        theirs (`stackproof slurm render`); ReFrame's vcluster partition reads it as a site's login
+        node reads its installed copy."""
+        names = {n.name for n in vnodes}
+        profs = sorted({prof for name, prof, _ in spec.nodes if name in names})
+        files = warewulf.stackproof_render(spec, spec.profiles[profs[0]], sorted(names))
+        out = etc / "stackproof" / "profile.env"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        note = f"# nodes {', '.join(sorted(names))}" + (f" (also profiles {', '.join(profs[1:])})" if profs[1:] else "")
+        out.write_text(note + "\n" + files["etc/stackproof/profile.env"])
+
+    def _share_image(self, shares: list[share.Share]) -> Path:
+        """http/share.img: the virtiofs modules (from the cached kernel package) and the mount unit."""
+        out = self.root / "http" / "share.img"
+        inputs = {"kernel": artifacts.KERNEL_VERSION, "writer": artifacts.sha256(Path(share.__file__)),
+                  "shares": [[s.tag, str(s.path), s.readonly] for s in shares]}
+        if artifacts._stamp_ok(out, inputs):
+            return out
+        debs = sorted((self.root / "cache").glob(f"{artifacts.KERNEL_PACKAGE}_*.deb"))
+        if not debs:
+            raise StackproofError(f"no {artifacts.KERNEL_PACKAGE} package in {self.root / 'cache'}: "
+                                  f"remove {self.root / 'http' / 'kmods.img'} and run `vcluster up` again")
+        artifacts.write_if_changed(out, share.overlay_image(debs[-1], artifacts.KERNEL_RELEASE, shares))
+        artifacts._stamp(out, inputs)
+        return out
 
     def _munge_key(self) -> Path:
         key = self.root / "cache" / "munge.key"
@@ -224,6 +267,7 @@ class VCluster:
         self.state_file.unlink(missing_ok=True)
         for sock in self.run.glob("*.socket*"):
             sock.unlink(missing_ok=True)
+        share.remove_pidfiles(self.run)
         if not quiet:
             log(f"down: stopped {len(pids)} processes; namespace {head.NETNS} (bridge, taps) removed")
 
@@ -235,6 +279,7 @@ class VCluster:
         out["head"] = {k: {"pid": p, "alive": head.alive(p)} for k, p in st["head"].items()}
         out["head"]["slurmctld"] = {"pid": head.read_pid(self.run / "slurmctld.pid"),
                                     "alive": head.alive(head.read_pid(self.run / "slurmctld.pid"))}
+        out["shares"] = st.get("shares", {})
         states = self.node_states() if out["up"] else {}
         out["nodes"] = {}
         for name, n in st["nodes"].items():

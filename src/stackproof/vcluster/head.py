@@ -1,5 +1,5 @@
 """The head node: one network namespace (`spk-vc`) holding a bridge, one tap per node, dnsmasq
-(DHCP + TFTP), an HTTP server for the artifacts, munged and slurmctld. Nothing listens outside the
+(DHCP + TFTP), an HTTP server for the artifacts, munged, slurmctld and the nodes' virtiofsd. Nothing listens outside the
 namespace. Every process the head starts lives in the namespace, so `down` finds them all with
 `ip netns pids` (QEMU included) and then deletes the namespace, which removes bridge and taps.
 """
@@ -77,6 +77,22 @@ def start_http(root: Path, run: Path) -> int:
                                   "--directory", str(root / "http")],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     (run / "http.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def start_virtiofsd(cmd: list[str], socket: Path, logfile: Path, timeout: float = 15.0) -> int:
+    """One virtiofsd (one node, one shared directory) in the namespace; returns once its socket exists
+    (QEMU connects to it at start)."""
+    socket.unlink(missing_ok=True)
+    log = open(logfile, "ab")
+    proc = subprocess.Popen(NS + cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not socket.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = logfile.read_text(errors="replace").splitlines()[-5:] if logfile.is_file() else []
+            raise StackproofError(f"virtiofsd did not start ({socket}); see {logfile}"
+                                  + ("\n  " + "\n  ".join(tail) if tail else ""))
+        time.sleep(0.05)
     return proc.pid
 
 

@@ -55,13 +55,14 @@ def boot_script() -> str:
     return f"#!ipxe\necho vcluster: chain to the per-node script\nchain {base_url()}/ipxe/${{mac:hexhyp}}.ipxe\n"
 
 
-def node_script(node: VNode) -> str:
+def node_script(node: VNode, extra_initrds: tuple[str, ...] = ()) -> str:
     """The per-node iPXE script: Warewulf's `default` template in spirit (kernel + image + system
-    and runtime overlays as concatenated initrds; later archives win)."""
+    and runtime overlays as concatenated initrds; later archives win). `extra_initrds`: further
+    archives under http/ after the overlays (the shared-directory overlay, share.img)."""
     url = base_url()
     args = " ".join(node.kernel_args + [f"wwid={node.name}"])
     initrds = [image_rel(node.image), "kmods.img"]
-    initrds += [f"overlays/{node.name}/system.img", f"overlays/{node.name}/runtime.img"]
+    initrds += [f"overlays/{node.name}/system.img", f"overlays/{node.name}/runtime.img", *extra_initrds]
     lines = ["#!ipxe", f"echo vcluster: {node.name} {node.ipaddr} image {node.image}",
              f"kernel {url}/vmlinuz {args}"]
     lines += [f"initrd {url}/{p}" for p in initrds]
