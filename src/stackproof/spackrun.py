@@ -9,6 +9,7 @@ otherwise the result would depend on that checkout, and the driver stops.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from .errors import StackproofError
 from .paths import REPO
 from .spackcheck import lock_inputs, locked_on_host, release_tarball_sha256
 
-OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe"]
+OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe", "osu-micro-benchmarks", "amg2023"]
 
 
 def builtin_repo(pins):
@@ -152,7 +153,7 @@ class Spack:
         dst = stage / name
         shutil.rmtree(dst, ignore_errors=True)
         dst.mkdir()
-        shutil.copy2(Path(envs_dir) / name / "spack.yaml", dst / "spack.yaml")
+        (dst / "spack.yaml").write_text(without_view((Path(envs_dir) / name / "spack.yaml").read_text()))
         print(f"spack-check: concretize {name} ({tag}) ...", flush=True)
         rc, secs, log = self.run(["-e", str(dst), "concretize", "-f"], f"{tag}-{name}",
                                  env=self.scopes(site), cwd=dst)
@@ -163,6 +164,24 @@ class Spack:
               f"{'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
         return {"env": name, "scope": tag, "rc": rc, "seconds": secs, "specs": nodes, "log": str(log),
                 "lock": lock}
+
+
+def without_view(text):
+    """spack.yaml text with its `view:` block replaced by `view: false`. Concretizing an environment
+    regenerates its views from the store in use: with the committed view roots
+    (/opt/stackproof/views/<env>) a check would replace an installed view by an empty one. Edited as
+    text: a YAML round trip would quote keys like `python::`, which Spack then rejects."""
+    lines, out, skipping = text.splitlines(), [], False
+    for line in lines:
+        if re.match(r"^  view:", line):
+            out.append("  view: false")
+            skipping = True
+            continue
+        if skipping and (not line.strip() or line.startswith("   ") or line.lstrip().startswith("#")):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def root_hashes(lock):
