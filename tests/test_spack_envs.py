@@ -343,3 +343,36 @@ def test_spack_laptop_stack_is_the_laptop_view(monkeypatch):
     package = {"fwq": "fwq-mpi@", "osu": "osu-micro-benchmarks@", "amg2023": "amg2023@"}
     assert set(from_view) == set(package) and all(package[k] in roots for k in from_view)
     assert all(stack.benchmark(k).is_relative_to(stack.prefix) for k in ("probe", "hello", "netpipe"))
+
+
+def test_install_runs_spack_from_the_lock_with_loopback_up(fake_root, tmp_path):
+    """`spack-check --install ENV --scope DIR`: the committed spack.yaml + spack.lock next to the repo,
+    the user's scope on the command line, and (offline) the loopback interface up inside the namespace."""
+    record = tmp_path / "argv"
+    unshare = tmp_path / "fake-unshare"
+    unshare.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
+    unshare.chmod(0o755)
+    spack = spackrun.Spack(PINS, tmp_path / "w", offline=False)
+    spack.prefix = [str(unshare), "-n"]
+    scope = tmp_path / "scope"
+    scope.mkdir()
+    res = spackrun.install(spack, ENVS, "laptop", scope)
+    assert res["rc"] == 0 and spack.prefix == [str(unshare), "-n"]
+    dst = tmp_path / "w" / "envs" / "install" / "laptop"
+    assert (dst / "spack.lock").read_bytes() == (ENVS / "laptop" / "spack.lock").read_bytes()
+    assert (dst.parent / "repo").resolve() == (ENVS / "repo").resolve()
+    argv = record.read_text().splitlines()
+    assert argv[:5] == ["-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+    assert argv[5:] == ["nice", "-n", "10", str(fake_root / "bin" / "spack"), "-C", str(scope), "-e", str(dst),
+                        "install", "-j2"]
+    with pytest.raises(StackproofError, match="no committed spack.lock"):
+        spackrun.install(spack, ENVS, "container", scope)
+    with pytest.raises(StackproofError, match="not a directory"):
+        spackrun.install(spack, ENVS, "laptop", tmp_path / "nosuch")
+
+
+def test_install_cli_bad_input():
+    r = cli("--install", "laptop", env=no_spack_env())
+    assert r.returncode == 1 and "--install needs --scope DIR" in r.stderr and "Traceback" not in r.stderr
+    r = cli("--install", "nosuchenv", "--scope", "/tmp")
+    assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
