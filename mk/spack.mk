@@ -8,11 +8,13 @@
 #                      without SPACK_ROOT it prints why those are skipped
 #   make spack-lock    concretize every environment with isolated scopes, write spack-envs/<env>/spack.lock
 #   make spack-mirror  the project's release tarball in a Spack source mirror ($(SPACK_WORKDIR)/mirror)
+#   make spack-install SPACK_ENV=laptop SPACK_SCOPE=DIR   spack install an environment from its lock,
+#                      offline (loopback up), with the site's mirrors in SPACK_SCOPE; writes its view
 SPACK_ENVS    := $(REPO)/spack-envs
 SPACK_WORKDIR := $(BUILD)/spack
 SPACK_CHECK   := $(PY) -m stackproof.cli spack-check --workdir $(SPACK_WORKDIR)
 
-.PHONY: spack-lint spack-check spack-lock spack-mirror
+.PHONY: spack-lint spack-check spack-lock spack-mirror spack-install
 spack-lint: venv
 	@echo "== spack-envs: yamllint + consistency check"
 	@$(VENV)/bin/yamllint --strict -c $(SPACK_ENVS)/.yamllint $(SPACK_ENVS)
@@ -28,5 +30,10 @@ spack-lock: venv
 
 spack-mirror: venv
 	@$(SPACK_CHECK) --mirror $(SPACK_WORKDIR)/mirror
+
+SPACK_ENV ?= laptop
+spack-install: venv
+	@test -n "$(SPACK_SCOPE)" || { echo "spack-install: set SPACK_SCOPE=DIR (mirrors.yaml, packages.yaml git mirrors; docs/spack.md)" >&2; exit 1; }
+	@$(SPACK_CHECK) --install $(SPACK_ENV) --scope $(SPACK_SCOPE)
 
 TEST_TARGETS += spack-check

@@ -4,6 +4,7 @@ Real Spack: tests/test_spack_real.py (runs when SPACK_ROOT is set)."""
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,16 +94,41 @@ def test_release_tarball_matches_pins():
     assert sha == rel["sha256"]
 
 
-@pytest.mark.parametrize("pkg", ["fwq_mpi", "stackproof_mpibind", "py_stackproof", "reframe"])
+EXTENSIONS = ("reframe", "osu_micro_benchmarks", "amg2023")    # builtin's recipe + versions, metadata inherited
+
+
+def test_every_recipe_is_checked():
+    assert {p.parent.name for p in RECIPES.glob("*/package.py")} == \
+        {"fwq_mpi", "stackproof_mpibind", "py_stackproof", *EXTENSIONS}
+    assert sorted(p.replace("-", "_") for p in spackrun.OUR_PACKAGES) == \
+        sorted(p.parent.name for p in RECIPES.glob("*/package.py"))
+
+
+@pytest.mark.parametrize("pkg", ["fwq_mpi", "stackproof_mpibind", "py_stackproof", *EXTENSIONS])
 def test_recipes_have_metadata_and_no_moving_versions(pkg):
     text = (RECIPES / pkg / "package.py").read_text()
     tree = ast.parse(text)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
     assigned = {t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    if pkg != "reframe":   # reframe inherits homepage/url/maintainers from builtin's recipe
+    if pkg not in EXTENSIONS:   # extensions inherit homepage/url/maintainers from builtin's recipe
         assert {"homepage", "url"} <= assigned
         assert "maintainers(" in text and 'homepage = "https://' in text
-    assert "branch=" not in text and "file://" not in text and "git =" not in text
+    assert "branch=" not in text and "file://" not in text and "/work/" not in text
+    if pkg == "osu_micro_benchmarks":   # a public https git URL; its versions are commits git checks
+        assert 'git = "https://github.com/' in text
+        assert re.search(r'version\("7\.2-git", commit="[0-9a-f]{40}"\)', text)
+    else:
+        assert "git =" not in text
+
+
+def test_py_stackproof_depends_on_every_runtime_dependency():
+    """pyproject.toml [project] dependencies = py-stackproof's run dependencies (PyPI name -> py-<name>)."""
+    import tomllib
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    text = (RECIPES / "py_stackproof" / "package.py").read_text()
+    for dep in deps:
+        name, low = re.match(r"([A-Za-z0-9_.-]+)\s*>=\s*([0-9.]+)", dep).groups()
+        assert f'depends_on("py-{name.lower()}@{low}:", type=("build", "run"))' in text, dep
 
 
 def test_py_stackproof_reframe_is_satisfiable_by_our_repo():
@@ -288,3 +314,65 @@ def test_committed_locks_are_in_canonical_order(tmp_path, name):
     shuffled = dict(lock, roots=lock["roots"][::-1], concrete_specs=dict(reversed(lock["concrete_specs"].items())))
     spackrun.write_lock(shuffled, tmp_path / "spack.lock")
     assert (tmp_path / "spack.lock").read_text() == committed
+
+
+def test_check_copies_keep_no_view():
+    """Concretizing regenerates an environment's views: the driver's copies say `view: false`, so a check
+    never replaces an installed /opt/stackproof/views/<env> by an empty view."""
+    for name in PINS["environments"]:
+        text = (ENVS / name / "spack.yaml").read_text()
+        data = yaml.safe_load(spackrun.without_view(text))["spack"]
+        orig = yaml.safe_load(text)["spack"]
+        assert data["view"] is False
+        assert {k: v for k, v in data.items() if k != "view"} == {k: v for k, v in orig.items() if k != "view"}
+    assert "python::" in spackrun.without_view((ENVS / "laptop" / "spack.yaml").read_text())
+
+
+def test_spack_laptop_stack_is_the_laptop_view(monkeypatch):
+    """spack-envs/stacks/spack-laptop.yaml (STACKPROOF_STACKS_DIR) runs the laptop environment's view as
+    an acceptance stack: its view is that environment's view root, and every benchmark it takes from
+    the view is a root spec of the environment."""
+    from stackproof.stacks import load_stack
+    monkeypatch.setenv("STACKPROOF_STACKS_DIR", str(ENVS / "stacks"))
+    monkeypatch.delenv("STACKPROOF_SPACK_LAPTOP_VIEW", raising=False)
+    stack = load_stack("spack-laptop")
+    laptop = yaml.safe_load((ENVS / "laptop" / "spack.yaml").read_text())["spack"]
+    assert stack.view == Path(laptop["view"]["default"]["root"])
+    roots = " ".join(laptop["specs"])
+    from_view = {k: v for k, v in stack.benchmarks.items() if not Path(v).is_absolute()}
+    package = {"fwq": "fwq-mpi@", "osu": "osu-micro-benchmarks@", "amg2023": "amg2023@"}
+    assert set(from_view) == set(package) and all(package[k] in roots for k in from_view)
+    assert all(stack.benchmark(k).is_relative_to(stack.prefix) for k in ("probe", "hello", "netpipe"))
+
+
+def test_install_runs_spack_from_the_lock_with_loopback_up(fake_root, tmp_path):
+    """`spack-check --install ENV --scope DIR`: the committed spack.yaml + spack.lock next to the repo,
+    the user's scope on the command line, and (offline) the loopback interface up inside the namespace."""
+    record = tmp_path / "argv"
+    unshare = tmp_path / "fake-unshare"
+    unshare.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
+    unshare.chmod(0o755)
+    spack = spackrun.Spack(PINS, tmp_path / "w", offline=False)
+    spack.prefix = [str(unshare), "-n"]
+    scope = tmp_path / "scope"
+    scope.mkdir()
+    res = spackrun.install(spack, ENVS, "laptop", scope)
+    assert res["rc"] == 0 and spack.prefix == [str(unshare), "-n"]
+    dst = tmp_path / "w" / "envs" / "install" / "laptop"
+    assert (dst / "spack.lock").read_bytes() == (ENVS / "laptop" / "spack.lock").read_bytes()
+    assert (dst.parent / "repo").resolve() == (ENVS / "repo").resolve()
+    argv = record.read_text().splitlines()
+    assert argv[:5] == ["-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+    assert argv[5:] == ["nice", "-n", "10", str(fake_root / "bin" / "spack"), "-C", str(scope), "-e", str(dst),
+                        "install", "-j2"]
+    with pytest.raises(StackproofError, match="no committed spack.lock"):
+        spackrun.install(spack, ENVS, "container", scope)
+    with pytest.raises(StackproofError, match="not a directory"):
+        spackrun.install(spack, ENVS, "laptop", tmp_path / "nosuch")
+
+
+def test_install_cli_bad_input():
+    r = cli("--install", "laptop", env=no_spack_env())
+    assert r.returncode == 1 and "--install needs --scope DIR" in r.stderr and "Traceback" not in r.stderr
+    r = cli("--install", "nosuchenv", "--scope", "/tmp")
+    assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr

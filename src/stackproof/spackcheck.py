@@ -220,7 +220,7 @@ def consistency_check(envs_dir=ENVS_DIR, envs=None, verify_tarball=True, check_l
 def run(args):
     envs_dir = Path(args.envs_dir)
     pins = load_pins(envs_dir)
-    for e in args.env or []:
+    for e in (args.env or []) + ([args.install] if args.install else []):
         if e not in pins["environments"]:
             raise StackproofError(f"unknown environment '{e}' (known: {', '.join(pins['environments'])})")
     errors, notes = consistency_check(envs_dir, args.env,
@@ -236,7 +236,9 @@ def run(args):
     if args.mirror:
         from . import spackrun
         spackrun.write_mirror(envs_dir, pins, Path(args.mirror))
-    if not (args.spack or args.update_lock):
+    if args.install and not args.scope:
+        raise StackproofError("--install needs --scope DIR (the site's mirrors.yaml and git mirrors)")
+    if not (args.spack or args.update_lock or args.install):
         return 0
     if not os.environ.get("SPACK_ROOT"):
         msg = (f"Spack checks SKIPPED: set SPACK_ROOT to a Spack v{pins['spack']['version']} checkout "
@@ -264,6 +266,10 @@ def register(subparsers):
                    help="with --spack: only this site file (spack-envs/site/NAME; default: pins.yaml sites)")
     p.add_argument("--mirror", metavar="DIR", help="write the project's release tarball into a Spack "
                    "source mirror at DIR (for an offline `spack install` of our recipes)")
+    p.add_argument("--install", metavar="NAME", help="with $SPACK_ROOT: spack install environment NAME "
+                   "from its committed lock, offline (loopback up), writing its view")
+    p.add_argument("--scope", metavar="DIR", help="with --install: a Spack config scope with the site's "
+                   "source mirror and git mirrors (docs/spack.md \"Building for real\"; never committed)")
     p.add_argument("--skip-missing", action="store_true",
                    help="without SPACK_ROOT: print the skip message and succeed")
     p.add_argument("--allow-network", action="store_true", help="do not run Spack under unshare -n")

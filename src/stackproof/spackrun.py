@@ -1,4 +1,5 @@
-"""Real Spack for spack-envs/ (SPACK_ROOT): audits, offline concretization, lockfiles, source mirror.
+"""Real Spack for spack-envs/ (SPACK_ROOT): audits, offline concretization, lockfiles, source mirror,
+an offline install of an environment from its lock.
 
 Scopes (docs/spack.md "Scopes"): Spack runs with a private *user* scope (builtin repo from
 $SPACK_PACKAGES_ROOT, bootstrap off, no mirrors, install tree under the work dir) and a private
@@ -9,6 +10,7 @@ otherwise the result would depend on that checkout, and the driver stops.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from .errors import StackproofError
 from .paths import REPO
 from .spackcheck import lock_inputs, locked_on_host, release_tarball_sha256
 
-OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe"]
+OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe", "osu-micro-benchmarks", "amg2023"]
 
 
 def builtin_repo(pins):
@@ -152,7 +154,7 @@ class Spack:
         dst = stage / name
         shutil.rmtree(dst, ignore_errors=True)
         dst.mkdir()
-        shutil.copy2(Path(envs_dir) / name / "spack.yaml", dst / "spack.yaml")
+        (dst / "spack.yaml").write_text(without_view((Path(envs_dir) / name / "spack.yaml").read_text()))
         print(f"spack-check: concretize {name} ({tag}) ...", flush=True)
         rc, secs, log = self.run(["-e", str(dst), "concretize", "-f"], f"{tag}-{name}",
                                  env=self.scopes(site), cwd=dst)
@@ -163,6 +165,62 @@ class Spack:
               f"{'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
         return {"env": name, "scope": tag, "rc": rc, "seconds": secs, "specs": nodes, "log": str(log),
                 "lock": lock}
+
+
+# Open MPI's wrappers (mpicc -showme) print "opal_ifinit: unable to find network interfaces" when no
+# interface is up, which CMake's FindMPI mistakes for part of their answer (docs/spack.md "Building
+# for real"): a build in a fresh network namespace brings the loopback interface up first.
+LO_UP = ["sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+
+
+def install(spack, envs_dir, name, scope):
+    """`spack install` of spack-envs/<name> from its committed lock, offline, with the user's scope
+    (mirrors, git mirrors) on top; the environment's own view is written. Returns a result."""
+    if not (Path(envs_dir) / name / "spack.lock").is_file():
+        raise StackproofError(f"{name}: no committed spack.lock to install from")
+    if not Path(scope).is_dir():
+        raise StackproofError(f"--scope {scope}: not a directory (mirrors.yaml, packages.yaml of the site)")
+    stage = spack.work / "envs" / "install"
+    stage.mkdir(parents=True, exist_ok=True)
+    link = stage / "repo"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to((Path(envs_dir) / "repo").resolve())
+    dst = stage / name
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    for f in ("spack.yaml", "spack.lock"):
+        shutil.copy2(Path(envs_dir) / name / f, dst / f)
+    prefix, spack.prefix = spack.prefix, (spack.prefix + LO_UP if spack.prefix else [])
+    try:
+        print(f"spack-check: install {name} from its lock ({'offline, lo up' if prefix else 'network allowed'}) ...",
+              flush=True)
+        rc, secs, log = spack.run(["-C", str(Path(scope).resolve()), "-e", str(dst), "install", "-j2"],
+                                  f"install-{name}", cwd=dst)
+    finally:
+        spack.prefix = prefix
+    print(f"spack-check: install {name}: {secs:.1f} s, {'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
+    if rc != 0:
+        raise StackproofError(f"spack install of {name} failed (log {log})")
+    return {"env": name, "rc": rc, "seconds": secs, "log": str(log)}
+
+
+def without_view(text):
+    """spack.yaml text with its `view:` block replaced by `view: false`. Concretizing an environment
+    regenerates its views from the store in use: with the committed view roots
+    (/opt/stackproof/views/<env>) a check would replace an installed view by an empty one. Edited as
+    text: a YAML round trip would quote keys like `python::`, which Spack then rejects."""
+    lines, out, skipping = text.splitlines(), [], False
+    for line in lines:
+        if re.match(r"^  view:", line):
+            out.append("  view: false")
+            skipping = True
+            continue
+        if skipping and (not line.strip() or line.startswith("   ") or line.lstrip().startswith("#")):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def root_hashes(lock):
@@ -207,6 +265,9 @@ def main(envs_dir, pins, args):
     if not version.startswith(pins["spack"]["version"]) or pins["spack"]["commit"][:10] not in version:
         raise StackproofError(f"Spack at {spack.root} is {version!r}; pins.yaml says "
                               f"{pins['spack']['version']} ({pins['spack']['commit'][:10]})")
+    if args.install:
+        install(spack, envs_dir, args.install, args.scope)
+        return 0
     envs = args.env or pins["environments"]
     hosted = locked_on_host(pins)
     report = {"spack": version, "builtin": str(spack.builtin), "offline": bool(spack.prefix), "audit": [],

@@ -22,7 +22,7 @@ class StackproofMpibind(CMakePackage):
 
     license("MIT")
 
-    version("0.1.0", sha256="661886ee8eabef02a49631b1ab26824acff2e6005abb35ac85bde3712d09621d")
+    version("0.1.0", sha256="97adeec39295e6a8d51372293fff96e353b59d18635e27810a8b94a7c56fd34a")
 
     variant("slurm", default=True, description="Build the Slurm SPANK plugin (lib/mpibind/mpibind_slurm.so)")
     variant("python", default=False, description="Install the Python module into site-packages")
