@@ -100,8 +100,9 @@ def test_verdicts_from_a_real_two_stack_session(sessions):
     assert v[("MemoryBandwidth", "copy_bw")]["vs"]["vendor"]["verdict"] == "no significant difference"
     md = (tmp / "rep" / "report.md").read_text()
     verdict = md.split("## Verdict")[1].split("\n## ")[0]
-    assert "| NetPIPEFake | lat_8B (us), lower is better | 5.1 [5–5.2] (3) | 10.1 [10–10.2] (3) |" in verdict
-    assert "(90 % level) | +98.0 % | worse |" in verdict
+    # the verdict right after the metric, then the ratio and %, then each stack's median
+    assert ("| NetPIPEFake | lat_8B (us), lower is better | worse | 1.98 [1.92, 2.04] (90 % level) | +98.0 % "
+            "| 5.1 [5–5.2] (3) | 10.1 [10–10.2] (3) |") in verdict
     # identity, skip reasons (from the log: the JSON report keeps none), full failure output
     assert "Intel(R) MPI Library 2021.17" in md and "Open MPI v4.1.4" in md and "/opt/vendor/lib/libmpi.so" in md
     assert "osu_latency not found for stack 'vendor': set OSU_BIN_DIR" in md

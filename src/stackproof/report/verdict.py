@@ -79,6 +79,12 @@ def verdict_rows(ctx: Context) -> list[dict]:
     return out
 
 
+def _short_reason(reason: str) -> str:
+    """A skip reason names files and paths and would stretch the verdict table past the page, hiding the
+    verdict column: the table says "skipped" and the Skipped checks section gives each reason in full."""
+    return "skipped: reason under Skipped checks" if reason.startswith("skipped") else reason
+
+
 def _level(lv) -> str:
     return "" if lv is None else (f" ({100 * lv:.0f} % level)" if lv < LEVEL else "")
 
@@ -87,26 +93,31 @@ def verdict_section(ctx: Context) -> Section:
     rows = verdict_rows(ctx)
     ctx.data["verdicts"] = rows
     others = [s for s in ctx.stacks if s != ctx.baseline]
-    header = ["benchmark", "metric"] + [f"{s} median [min–max] (n)" for s in ctx.stacks]
+    # The verdict comes right after the metric: on a narrow screen the wide medians scroll, not the answer.
+    header = ["benchmark", "metric"]
     for o in others:
-        header += [f"{o} / {ctx.baseline} [95 % CI]", f"{o} vs {ctx.baseline} (%)",
-                   "verdict" if len(others) == 1 else f"verdict {o}"]
+        header += ["verdict" if len(others) == 1 else f"verdict {o}", f"{o} / {ctx.baseline} [95 % CI]",
+                   f"{o} vs {ctx.baseline} (%)"]
+    header += [f"{s} median [min–max] (n)" for s in ctx.stacks]
     table = []
     for r in rows:
         cells = [r["case"] + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}"),
                  "-" if r["var"] == "-" else f"{r['var']} ({r['unit']}), {ARROW[r['direction']]}"]
+        medians = []
         for s in ctx.stacks:
             st = r["stacks"][s]
             if "not_measured" in st:
-                cells.append((f"not measured ({st['not_measured']})", "nm"))
+                medians.append((f"not measured ({_short_reason(st['not_measured'])})", "nm"))
             elif st["n"] == 1:
-                cells.append(f"{fmt(st['median'])} (1)")
+                medians.append(f"{fmt(st['median'])} (1)")
             else:
-                cells.append(f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
+                medians.append(f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
         for o in others:
             v = r["vs"][o]
             verdict = v["verdict"]
             css = CSS.get(verdict, "nm" if verdict.startswith("not measured") else "")
+            if verdict.startswith("not measured"):
+                verdict = "not measured"  # the reason is in the stack's own cell of this row
             if v.get("lo") is not None:
                 ratio = f"{v['ratio']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]{_level(v['level'])}"
             elif v.get("ratio") is not None:
@@ -114,8 +125,8 @@ def verdict_section(ctx: Context) -> Section:
             else:
                 ratio = "-"
             pct = "-" if v.get("pct") is None else f"{v['pct']:+.1f} %"
-            cells += [ratio, pct, (verdict, css)]
-        table.append(cells)
+            cells += [(verdict, css), ratio, pct]
+        table.append(cells + medians)
     text = [
         f"Baseline: {ctx.baseline}. Each cell gives the median over the repeats, the spread (min-max) and the "
         "number of repeats n. The ratio is other / baseline (Hodges-Lehmann estimate on log values) with its "
