@@ -4,13 +4,15 @@
 #                        mmdebstrap are installed. STACKPROOF_IMAGES=0 never builds.
 #   make images-debian   build the Debian 12 node image (OCI archive + manifest, SIF with apptainer)
 #   make images-laptop   the laptop image (OCI archive, and SIF when apptainer is on PATH)
+#   make laptop-sif      the laptop image's SIF with a real apptainer (PATH or STACKPROOF_APPTAINER),
+#                        rebuilt only when its inputs change, and the smoke inside it (apptainer exec/test)
 #   make images-lint     shellcheck + hadolint on every recipe and script
 #   make images-regen    regenerate images/warewulf/nodes.conf and the overlays' test inputs/expected
 IMAGES_OUT ?= $(BUILD)/images
 IMAGES_BUILD_WANTED = $(shell if [ "$${STACKPROOF_IMAGES:-}" = 1 ]; then echo yes; \
   elif [ -z "$${STACKPROOF_IMAGES:-}" ] && command -v podman >/dev/null && command -v mmdebstrap >/dev/null; then echo yes; fi)
 
-.PHONY: images-test images-lint images-debian images-laptop images-smoke images-regen images-tools
+.PHONY: images-test images-lint images-debian images-laptop images-smoke images-regen images-tools laptop-sif
 TEST_TARGETS += images-test
 
 images-tools:
@@ -24,6 +26,9 @@ images-debian: venv images-tools
 
 images-laptop: venv images-tools
 	@./images/laptop/build.sh --out $(IMAGES_OUT)
+
+laptop-sif: venv images-tools
+	@./images/laptop/sif.sh --out $(IMAGES_OUT) smoke
 
 images-smoke: images-debian
 	@./images/common/run-smoke.sh $(IMAGES_OUT)/debian12-compute.oci.tar

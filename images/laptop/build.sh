@@ -1,6 +1,7 @@
 #!/bin/sh
 # One command for the laptop image: debian12-compute (if missing), then this layer; writes
-# build/images/stackproof-laptop.oci.tar (+ manifest) and the SIF when apptainer is on PATH.
+# build/images/stackproof-laptop.oci.tar (+ manifest) and the SIF (sif.sh) when apptainer is on PATH
+# or STACKPROOF_APPTAINER is set (STACKPROOF_NO_SIF=1: never).
 # usage: build.sh [--out DIR]
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,10 +32,11 @@ rm -f "$out/stackproof-laptop.oci.tar"
 podman save --format oci-archive -o "$out/stackproof-laptop.oci.tar" "$image"
 podman run --rm --entrypoint cat "$image" /usr/share/stackproof/manifest.txt > "$out/stackproof-laptop.manifest.txt"
 echo "reframe-component $reframe" >> "$out/stackproof-laptop.manifest.txt"
-if command -v apptainer >/dev/null 2>&1; then
-  (cd "$out" && apptainer build --force stackproof-laptop.sif "$repo/images/laptop/stackproof-laptop.def")
+rm -rf "$ctx"
+echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB)"
+if [ -n "${STACKPROOF_NO_SIF:-}" ]; then :
+elif [ -n "${STACKPROOF_APPTAINER:-}" ] || command -v apptainer >/dev/null 2>&1; then
+  "$repo/images/laptop/sif.sh" --out "$out" build
 else
   echo "stackproof-laptop: apptainer not on PATH: OCI archive only (podman run --rm $image)"
 fi
-rm -rf "$ctx"
-echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB)"
