@@ -10,7 +10,7 @@ TEST_TARGETS += vcluster-test
 endif
 
 vcluster-tools:
-	@./images/vcluster/host-tools.sh
+	@./images/common/host-tools.sh vcluster qemu-system-x86 ipxe-qemu dnsmasq-base zstd cpio munge slurmctld slurm-client libopenmpi-dev
 
 $(IMAGES_OUT)/debian12-compute.oci.tar:
 	@$(MAKE) --no-print-directory images-debian
