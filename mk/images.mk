@@ -16,7 +16,7 @@ IMAGES_BUILD_WANTED = $(shell if [ "$${STACKPROOF_IMAGES:-}" = 1 ]; then echo ye
 TEST_TARGETS += images-test
 
 images-tools:
-	@./images/common/host-tools.sh
+	@./images/common/host-tools.sh images podman buildah mmdebstrap runc uidmap shellcheck cpio
 
 images-lint: venv images-tools
 	@PATH="$(VENV)/bin:$$PATH" ./images/common/lint.sh

@@ -13,7 +13,7 @@ PYTEST_ARGS  += --ignore=tests/test_vcluster_live.py
 endif
 
 vcluster-tools:
-	@./images/vcluster/host-tools.sh
+	@./images/common/host-tools.sh vcluster qemu-system-x86 ipxe-qemu dnsmasq-base zstd cpio munge slurmctld slurm-client libopenmpi-dev
 
 $(IMAGES_OUT)/debian12-compute.oci.tar:
 	@$(MAKE) --no-print-directory images-debian

@@ -218,3 +218,32 @@ def test_slurm_values_are_validated_before_rendering():
         site = Site(**{"cluster_name": "c", "nodes": ["n1"], **bad})
         with pytest.raises(StackproofError):
             render(nt, prof, site)
+
+
+@pytest.mark.parametrize("k", ["18", "99", "-1"])
+def test_nodetype_k_is_bounded_by_the_node_type(k, shared, tmp_path, capsys):
+    """--k is the system cores reserved per socket (corespec.cores_per_socket): 0..17 on 18-core sockets."""
+    out = tmp_path / "quartz.yaml"
+    rc, lines = run_cli(["nodetype", "from-xml", str(shared / "topologies/mpibind__cts1-quartz-smt1.xml"),
+                         "--k", k, "-o", str(out)], capsys)
+    assert_one_error_line(rc, lines, 1, "between 0 and 17")
+    assert f"(got {k})" in lines[-1]
+    assert not out.exists()
+
+
+def test_nodetype_k_at_the_bound_is_written(shared, tmp_path, capsys):
+    import yaml
+    out = tmp_path / "quartz.yaml"
+    assert cli.main(["nodetype", "from-xml", str(shared / "topologies/mpibind__cts1-quartz-smt1.xml"),
+                     "--k", "17", "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["corespec"]["cores_per_socket"] == 17
+
+
+def test_nodetype_file_with_k_out_of_range_is_rejected(shared, tmp_path):
+    from stackproof.nodetype import from_xml, load
+    nt = from_xml(shared / "topologies/mpibind__cts1-quartz-smt1.xml")
+    nt.corespec["cores_per_socket"] = 18
+    path = tmp_path / "bad.yaml"
+    path.write_text(nt.to_yaml())
+    with pytest.raises(StackproofError, match="between 0 and 17"):
+        load(str(path))

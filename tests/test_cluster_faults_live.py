@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stackproof import cgroups
 from stackproof import cluster as cl
 from stackproof.cluster import munge, netns
 
@@ -144,7 +145,7 @@ def test_down_during_a_job_ends_its_tasks_and_removes_everything(three):
     assert removed["jobs"] == [1]
     assert pids_with_arg(marker) == []
     assert not any(cl._alive(p) for p in daemons)
-    assert not list(Path("/sys/fs/cgroup").glob("*/slurm_n[123]"))
+    assert not [cg for n in ("n1", "n2", "n3") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert netns.existing(c.root) == []
     assert not munge.paths(c.root)["key"].exists()
     assert c.status() == {"up": False, "run_dir": str(c.root)}
@@ -171,7 +172,7 @@ def test_corrupt_state_is_detected_and_down_still_removes_everything(three, dama
     assert proc.returncode == 0, proc.stderr
     assert not any(cl._alive(p) for p in daemons)
     assert netns.existing(c.root) == []
-    assert not list(Path("/sys/fs/cgroup").glob("*/slurm_n[123]"))
+    assert not [cg for n in ("n1", "n2", "n3") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert cli("status").returncode == 3
 
 

@@ -6,10 +6,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from stackproof import cgroups
 from stackproof import cluster as cl
 from stackproof.cpulist import parse_list
 from stackproof.errors import StackproofError
@@ -46,7 +46,11 @@ def test_baseline_single_node_steps_get_every_core(live_cluster, mpi_hello):
     assert set().union(*per_task) == LOCAL.all_cpus
     # the step runs inside Slurm's cgroup for this node
     proc = srun(live_cluster, "-n1", "cat", "/proc/self/cgroup")
-    assert re.search(rf"cpuset:/slurm_{st.node_names[0]}/uid_0/job_\d+/step_0", proc.stdout), proc.stdout
+    kind = cgroups.hierarchy()
+    path = cgroups.task_cgroup(proc.stdout, kind)
+    node = st.node_names[0]
+    assert (f"/{node}_slurmstepd.scope/" if kind == "v2" else f"/slurm_{node}/uid_0/") in path, proc.stdout
+    assert cgroups.slurm_step(path)[1] == "0", proc.stdout
 
 
 def test_up_is_idempotent(live_cluster):
@@ -170,7 +174,7 @@ def test_down_removes_daemons_namespaces_and_cgroups(live_cluster):
     assert not any(ns in netns for ns in st.netns)
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert cl.HOST_VETH not in links
-    assert not list(Path("/sys/fs/cgroup").glob("*/slurm_n[12]"))
+    assert not [cg for n in ("n1", "n2") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert live_cluster.status() == {"up": False, "run_dir": str(live_cluster.root)}
 
 

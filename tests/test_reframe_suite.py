@@ -11,8 +11,6 @@
 - bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
 """
-import csv
-import io
 import json
 import os
 import shutil
@@ -21,7 +19,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
+from stackfiles import compare_rows, write_stack
 
 from stackproof.nodetype import load
 from stackproof.paths import REPO
@@ -74,15 +72,6 @@ def _base(c):
     return " ".join(w for w in words if not w.startswith("%repeat_index="))
 
 
-def compare_rows(text):
-    """Rows of `make reframe-compare` (one CSV table per check, blank-line separated)."""
-    rows = []
-    for block in text.strip().split("\n\n"):
-        if not block.startswith("#"):
-            rows += list(csv.DictReader(io.StringIO(block)))
-    return rows
-
-
 def job_script(c):
     return (open(os.path.join(c["stagedir"], "rfm_job.sh")).read())
 
@@ -93,9 +82,7 @@ def noise_stats_available():
 
 
 def site_stack(stacks_dir, root, name, **changes):
-    data = yaml.safe_load((SUITE / "stacks" / "commodity.yaml").read_text())
-    data.update(name=name, description=f"test stack {name}", prefix=str(root / name), **changes)
-    (stacks_dir / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    write_stack(stacks_dir, name, description=f"test stack {name}", prefix=str(root / name), **changes)
     return root / name / "bench"
 
 

@@ -4,14 +4,13 @@ commodity (Debian Open MPI 4.1, `srun --mpi=pmix`) and vendor (Intel MPI 2021.17
 MPI hello + identity, NetPIPE, FWQ and memory bandwidth, 3 repeats, interleaved. Asserts what noise
 cannot fake: each stack ran with its own MPI library (recorded per rank by the identity probe), every
 measurement is there 3 times, and ReFrame's --performance-compare finds both stacks in one session."""
-import csv
-import io
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from stackfiles import compare_rows
 
 from stackproof import cluster as cl
 from stackproof.paths import REPO
@@ -24,15 +23,6 @@ STACKS = ("commodity", "vendor", "commodity-next")
 LIBRARY = {"commodity": "Open MPI v4.1", "vendor": "Intel(R) MPI Library 2021.17", "commodity-next": "Open MPI v5.0"}
 REPEAT = 3
 CHECKS = r"^(MPIHello|NetPIPE|MemoryBandwidth|FWQNoise.*%profile=baseline.*%signature=none)"
-
-
-def compare_rows(text):
-    """Rows of `make reframe-compare` (one CSV table per check, blank-line separated)."""
-    rows = []
-    for block in text.strip().split("\n\n"):
-        if not block.startswith("#"):
-            rows += list(csv.DictReader(io.StringIO(block)))
-    return rows
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from stackfiles import write_stack as write
 
-from stackproof.paths import REPO
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
 from stackproof.stacks import preflight
 from stackproof.stacks.model import parse_stack
@@ -27,18 +26,6 @@ def site(tmp_path, monkeypatch):
     for name in SHIPPED:
         monkeypatch.delenv(view_var(name), raising=False)
     return d
-
-
-def write(d, name, **changes):
-    data = yaml.safe_load((REPO / "reframe-tests/stacks/commodity.yaml").read_text())
-    data["name"] = name
-    for key, value in changes.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
-    (d / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    return d / f"{name}.yaml"
 
 
 def test_shipped_stacks_load(site, tmp_path):

@@ -101,6 +101,48 @@ def partition(nt: NodeType, name, *, descr, scheduler, launcher, access=(), feat
     return part
 
 
+def _mpirun_shim(st):
+    """A directory whose `mpirun` runs the stack's own local launcher (stack file `launcher.local`,
+    options included): ReFrame's `mpirun` launcher emits a bare `mpirun -np N`, which would otherwise
+    be whichever MPI the host's alternatives picked, not this stack's. Written once, atomically."""
+    import shlex
+    cmd = st.launcher.get('local')
+    if not cmd:
+        return None
+    directory = os.path.join(default_prefix(), 'launchers', st.name)
+    path = os.path.join(directory, 'mpirun')
+    text = f'#!/bin/sh\n# stackproof: the {st.name} stack\'s local launcher ({st.file})\n' \
+           f'exec {shlex.join(cmd)} "$@"\n'
+    try:
+        with open(path) as fh:
+            if fh.read() == text:
+                return directory
+    except OSError:
+        pass
+    os.makedirs(directory, exist_ok=True)
+    tmp = f'{path}.{os.getpid()}'
+    with open(tmp, 'w') as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+    return directory
+
+
+def _launcher_env(st, part, env):
+    """Make the partition's launcher start this stack's MPI: `mpirun` partitions get the stack's
+    launcher first on PATH; `srun` partitions get SLURM_MPI_TYPE from the stack's `srun --mpi=X`."""
+    env = dict(env)
+    if part['launcher'] == 'mpirun':
+        shim = _mpirun_shim(st)
+        if shim:
+            env['PATH'] = f"{shim}:{env.get('PATH', '$PATH')}"
+    elif part['launcher'] == 'srun':
+        mpi = [a.split('=', 1)[1] for a in st.launcher.get('slurm', ()) if a.startswith('--mpi=')]
+        if mpi:
+            env['SLURM_MPI_TYPE'] = mpi[-1]
+    return env
+
+
 def stack_environments(system, part):
     """One environment per stack for this partition, generated from its stack file: compilers,
     modules, environment variables (PATH / LD_LIBRARY_PATH prepends with other stacks' entries
@@ -119,7 +161,7 @@ def stack_environments(system, part):
             'features': ['mpi', f'stack-{name}', 'openmp', st.mpi_family] + (['cuda'] if cuda else []),
             'cc': st.cc, 'cxx': st.cxx, 'ftn': st.fc or '',
             'modules': list(st.modules),
-            'env_vars': [[k, v] for k, v in st.env_changes().items()],
+            'env_vars': [[k, v] for k, v in _launcher_env(st, part, st.env_changes()).items()],
             'extras': {'stack': name, 'omp_flag': '-fopenmp', 'mpi_family': st.mpi_family,
                        'blas_lapack': st.blas_lapack, 'view_var': view_var(name)},
         }

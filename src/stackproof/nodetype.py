@@ -187,6 +187,11 @@ class NodeType:
         nt.validate(origin)
         return nt
 
+    def k_range(self) -> str:
+        """The valid system cores per socket (k): 0 up to all but one core of a socket."""
+        return (f"between 0 and {self.cores_per_socket - 1} on node type {self.name!r} "
+                f"({self.cores_per_socket} cores per socket: at least one stays for the application)")
+
     def validate(self, origin: str) -> None:
         if not self.sockets or not self.sockets[0]:
             raise StackproofError(f"{origin}: node type has no cores")
@@ -196,15 +201,15 @@ class NodeType:
         if len({len(c) for s in self.sockets for c in s}) != 1:
             raise StackproofError(f"{origin}: cores have different PU counts; Slurm needs uniform ThreadsPerCore")
         k = self.corespec.get("cores_per_socket", 0)
-        if not isinstance(k, int) or k < 0:
-            raise StackproofError(f"{origin}: corespec.cores_per_socket must be an integer >= 0")
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.cores_per_socket - 1:
+            raise StackproofError(f"{origin}: corespec.cores_per_socket must be {self.k_range()} (got {k!r})")
         if self.corespec.get("position", "first") not in ("first", "last"):
             raise StackproofError(f"{origin}: corespec.position must be 'first' or 'last'")
 
 
 def default_corespec(cores_per_socket: int) -> dict:
     """The paper reserves 2 cores per 22-core socket; small nodes reserve 1."""
-    return {"cores_per_socket": 2 if cores_per_socket >= 8 else 1, "position": "first"}
+    return {"cores_per_socket": min(2 if cores_per_socket >= 8 else 1, cores_per_socket - 1), "position": "first"}
 
 
 # ---- hwloc XML parsing ---------------------------------------------------------------------------
@@ -422,6 +427,8 @@ def summary(nt: NodeType) -> str:
 
 def _emit(nt: NodeType, args) -> int:
     if getattr(args, "k", None) is not None:
+        if not 0 <= args.k <= nt.cores_per_socket - 1:      # checked before anything is written
+            raise StackproofError(f"--k (system cores per socket) must be {nt.k_range()} (got {args.k})")
         nt.corespec["cores_per_socket"] = args.k
     if getattr(args, "position", None):
         nt.corespec["position"] = args.position

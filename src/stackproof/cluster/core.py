@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .. import cgroups
 from ..errors import StackproofError
 from ..nodetype import from_host
 from ..profiles import plan, profile_names
@@ -131,7 +132,7 @@ class Cluster:
 
     def _site(self, s: Settings, names: list[str]) -> Site:
         multi = s.nodes > 1
-        cg = cgroup_mode()
+        plugin, ignore_systemd = cgroups.slurm_cgroup_conf(cgroup_mode(), pid1_is_systemd())
         return Site(
             cluster_name="stackproof", nodes=names, slurm_user="root", run_dir=self.root,
             controller=socket.gethostname().split(".")[0],  # slurmctld insists on its own hostname
@@ -139,8 +140,7 @@ class Cluster:
             node_addrs=[netns.node_addr(i) for i in range(1, s.nodes + 1)] if multi else ["127.0.0.1"],
             slurmctld_port=s.ports[0], slurmd_port=s.ports[1], fake_gpus=s.fake_gpus,
             mpibind_plugin=s.mpibind_plugin, mpibind_args=s.mpibind_args,
-            cgroup_plugin="autodetect" if cg == "v1" else "cgroup/v2",
-            ignore_systemd=(cg == "v2" and not pid1_is_systemd()),
+            cgroup_plugin=plugin, ignore_systemd=ignore_systemd,
             extra=[f"AuthInfo=socket={self.munge_socket}", "SlurmdDebug=info", "SlurmctldDebug=info"])
 
     def _start(self, s: Settings, nt, prof) -> State:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import cgroups
 from ..errors import StackproofError
 
 
@@ -141,12 +142,8 @@ def has_non_loopback_address() -> bool:
 
 
 def cgroup_mode() -> str:
-    """'v1' for legacy/hybrid hierarchies (cpuset mounted as v1), 'v2' for a pure unified hierarchy."""
-    if Path("/sys/fs/cgroup/cpuset").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return "v1"
-    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return "v2"
-    return "v1"
+    """'v1', 'v2' or 'hybrid' (stackproof.cgroups.hierarchy)."""
+    return cgroups.hierarchy()
 
 
 def pid1_is_systemd() -> bool:
@@ -157,8 +154,8 @@ def pid1_is_systemd() -> bool:
 
 
 def node_cgroups(node: str) -> list[Path]:
-    base = Path("/sys/fs/cgroup")
-    return sorted(base.glob(f"*/slurm_{node}")) + sorted(base.glob(f"slurm_{node}"))
+    """The job cgroups Slurm made for `node` on this host's hierarchy (stackproof.cgroups.node_cgroups)."""
+    return cgroups.node_cgroups(node, cgroups.hierarchy())
 
 
 def remove_cgroup_tree(root: Path) -> bool:
