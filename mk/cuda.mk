@@ -18,3 +18,10 @@ $(CUDA_TOOLCHAIN)/.installed: requirements-cuda.txt | venv
 	@touch $@
 
 BUILD_TARGETS += cuda-toolchain
+
+# gpu-record: ON A GPU NODE, the one command that records the GPU path (docs/gpu.md, "How a site runs
+# the GPU path"): node type, mpibind, GPU health and FWQ on `--system local:gpu`, into build/gpu-record.
+.PHONY: gpu-record
+gpu-record: venv mpibind-build cuda-toolchain fwq
+	@$(MAKE) --no-print-directory stacks STACKS=commodity
+	@GPU_RECORD=$(BUILD)/gpu-record ./scripts/gpu-record.sh
