@@ -40,6 +40,7 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
     num_tasks_per_node = 1
     time_limit = '10m'
     reference_file = 'gpu.yaml'
+    keep_files = [LINKS_FILE]     # the PCIe links the fractions were computed against
     tags = {'acceptance', 'gpu', 'health'}
 
     @run_after('setup')
