@@ -4,6 +4,7 @@ and a stub nvidia-smi. No GPU here: tests/data/gpu_health_h100_synthetic.out is 
 to match gpu_health.cu's print format exactly."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,12 +135,13 @@ def stub_bin(tmp, output_text, with_nvcc=True):
     return bindir
 
 
-def run(tmp, nodetype_yaml, bindir, *args, runner="reframe"):
+def run(tmp, nodetype_yaml, bindir, *args, runner="reframe", extra_env=None):
     prefix = tmp / f"prefix-{bindir.name}-{runner}"
     env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(prefix), STACKPROOF_RESULTS_DB=str(tmp / "db" / "r.db"),
                STACKPROOF_LOCAL_NODETYPE=str(nodetype_yaml), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     for var in ("CUDA_HOME", "RFM_REFERENCE_PREFIX", "STACKPROOF_COMMODITY_VIEW"):
         env.pop(var, None)
+    env.update(extra_env or {})
     report = tmp / f"report-{bindir.name}-{runner}.json"
     if runner == "reframe":
         cmd = [REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local", "-p", "^commodity$",
@@ -177,6 +179,7 @@ def test_check_passes_on_the_synthetic_output_with_fractions(h100_env):
     assert perf["fp64_fraction"][1] == 0.9      # the H100 reference of references/commodity/gpu.yaml
     assert perf["h2d_pinned_fraction"][0] == pytest.approx(0.8747, abs=1e-4)
     assert perf["migrated_cpus"][0] == 16
+    assert os.path.isfile(os.path.join(c["outputdir"], "gpu_links.csv"))   # kept beside rfm_job.out
 
 
 def test_check_fails_on_a_failed_program_naming_the_file(h100_env):
@@ -215,12 +218,85 @@ def test_zero_selected_checks_fail(h100_env):
     assert "run.py: error: no test case was selected for system local stack commodity" in proc.stderr
 
 
-def test_cuda_source_builds_with_nvcc(tmp_path):
-    """Where a CUDA toolkit is installed (a GPU site, a developer's machine), the program builds
-    warning-free the way the check builds it; CI has no nvcc."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found: the CUDA program is built and run only where CUDA is installed (docs/gpu.md)")
-    proc = subprocess.run([nvcc, "-O2", "-arch=sm_70", "-Xcompiler", "-Wall,-Wextra", str(CU), "-o",
-                           str(tmp_path / "gpu_health")], capture_output=True, text=True)
-    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+# ---- the real CUDA compiler (make cuda-toolchain: NVIDIA's nvcc 13.0 wheels, pinned) ------------------
+
+TOOLCHAIN_NVCC = REPO / "build" / "cuda-toolchain" / "nvidia" / "cu13" / "bin" / "nvcc"
+
+
+def has_gpu():
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+@pytest.fixture(scope="module")
+def nvcc():
+    """The pinned toolchain of `make cuda-toolchain` (part of make build, so CI has it), else an
+    nvcc on PATH (a GPU site)."""
+    if os.access(TOOLCHAIN_NVCC, os.X_OK):
+        return str(TOOLCHAIN_NVCC)
+    found = shutil.which("nvcc")
+    if found is None:
+        if os.environ.get("CI"):      # CI builds it (make build): a missing toolchain there is a bug, not a skip
+            pytest.fail(f"{TOOLCHAIN_NVCC} missing in CI: `make cuda-toolchain` is part of make build")
+        pytest.skip("no nvcc: run `make cuda-toolchain` (NVIDIA's nvcc wheels into build/cuda-toolchain)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def built(nvcc, tmp_path_factory):
+    """gpu_health.cu compiled AND linked for A100 (sm_80) and H100 (sm_90), warnings as errors."""
+    exe = tmp_path_factory.mktemp("nvcc") / "gpu_health"
+    proc = subprocess.run([nvcc, "-O2", "-gencode", "arch=compute_80,code=sm_80",
+                           "-gencode", "arch=compute_90,code=sm_90", "-Werror", "all-warnings",
+                           "-Xcompiler", "-Wall,-Wextra,-Werror", "-Xptxas", "-v", str(CU), "-o", str(exe)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return exe, proc.stderr
+
+
+def test_cuda_source_compiles_and_links_for_sm80_and_sm90(built):
+    exe, log = built
+    assert os.access(exe, os.X_OK)
+    for arch in ("sm_80", "sm_90"):    # ptxas built every kernel for both targets
+        for kernel in ("fma_loopIdE", "fma_loopIfE", "bump"):
+            assert re.search(rf"Compiling entry function '\w*{kernel}\w*' for '{arch}'", log), (kernel, arch)
+    assert "spill" not in log.replace("0 bytes spill", "")
+
+
+def test_fma_loop_is_real_fma_instructions(nvcc, tmp_path):
+    """The FLOP count assumes one FMA per chain and iteration: the PTX of the unrolled loop must be
+    FMAs of the right precision (8 chains x unroll 4, plus the remainder loop)."""
+    ptx = tmp_path / "gpu_health.ptx"
+    subprocess.run([nvcc, "-O2", "-arch=sm_90", "-ptx", str(CU), "-o", str(ptx)], check=True, timeout=300)
+    text = ptx.read_text()
+    assert text.count("fma.rn.f64") >= 32 and text.count("fma.rn.f32") >= 32
+
+
+def test_binary_never_passes_without_a_gpu(built):
+    """Run for real: without a GPU (or driver) it stops with the CUDA error and FAIL, and the
+    parser turns that into one error naming it; on a GPU node it must pass and parse cleanly."""
+    exe, _ = built
+    proc = subprocess.run([str(exe), "16"], capture_output=True, text=True, timeout=600)
+    if has_gpu():
+        out = gpu_health.parse_output(proc.stdout)
+        assert proc.returncode == 0 and gpu_health.problems(out, out.count) == [], proc.stdout
+        return
+    assert proc.returncode == 1 and proc.stdout.splitlines()[-1] == "gpu_health: FAIL", proc.stdout
+    with pytest.raises(StackproofError, match=r"x\.out: gpu_health stopped before measuring: CUDA error "):
+        gpu_health.parse_output(proc.stdout, "x.out")
+
+
+def test_reframe_check_builds_with_the_real_nvcc(h100_env, nvcc):
+    """The check's own build with the real compiler found through $CUDA_HOME (not on PATH): it
+    compiles for the partition's sm_90, runs, and without a GPU fails its sanity naming the CUDA
+    error: nothing measured is never a pass."""
+    if has_gpu():
+        pytest.skip("a GPU is present: the no-GPU failure cannot be provoked")
+    tmp, nt = h100_env
+    bindir = stub_bin(tmp, SYNTHETIC, with_nvcc=False)
+    proc, cases = run(tmp, nt, bindir, "-n", "^GPUHealth$", "-r",
+                      extra_env={"CUDA_HOME": str(Path(nvcc).parent.parent)})
+    (c,) = cases
+    build = open(os.path.join(c["stagedir"], "rfm_build.sh")).read()
+    assert f"{nvcc} -O2 -arch=sm_90 gpu_health.cu" in build
+    assert c["result"] == "fail" and c["fail_phase"] == "sanity", c.get("fail_reason")
+    assert "gpu_health stopped before measuring: CUDA error" in c["fail_reason"]

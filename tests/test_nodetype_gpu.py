@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +121,75 @@ def test_rocm_smi_json_parser_synthetic():
     vendor, gpus = gpu_discovery.parse_smi_output(text, "x")
     assert vendor == "amd" and [(g.index, g.bus_id, g.uuid) for g in gpus] == [
         (0, "0000:d1:00.0", "0x1"), (1, "0000:d6:00.0", "0x2")]
+
+
+# ---- AMD: real rocm-smi outputs (tests/data/rocm-smi/SOURCES.md says where each was posted) ---------
+
+ROCM = Path(__file__).parent / "data" / "rocm-smi"
+MI300X_BUSES = ["0000:26:00.0", "0000:46:00.0", "0000:65:00.0", "0000:85:00.0"]
+
+
+def test_rocm_smi_text_output_of_a_real_mi300x_node():
+    vendor, gpus = gpu_discovery.parse_smi_output((ROCM / "mi300x-x4-a.txt").read_text(), "x")
+    assert vendor == "amd"
+    assert [(g.index, g.bus_id, g.model) for g in gpus] == [
+        (i, bus, "AMD Instinct MI300X OAM") for i, bus in enumerate(MI300X_BUSES)]
+    assert gpus[0].uuid == "0x8d1457e2c20f59d2" and gpus[3].uuid == "0xeff71edc82169115"
+
+
+def test_rocm_smi_json_of_a_real_apu_unique_id_na_is_no_uuid():
+    vendor, (gpu,) = gpu_discovery.parse_smi_output((ROCM / "radeon780m-showallinfo.json").read_text(), "x")
+    assert (vendor, gpu.index, gpu.bus_id, gpu.model, gpu.uuid) == ("amd", 0, "0000:c4:00.0", "Phoenix3", None)
+
+
+def test_rocm_smi_json_without_showbus_says_so(tmp_path, shared, no_smi):
+    """Real ROCm 6 JSON of an MI250X without --showbus: 'Card Model' is a PCI id, and there is no
+    bus id to match, which the error says."""
+    with pytest.raises(StackproofError, match=r"card0: no 'PCI Bus' \(run rocm-smi with --showbus\)"):
+        nodetype.from_xml(shared / "topologies" / NO_NVML, smi_output=str(ROCM / "mi250x-showproductname.json"))
+
+
+def amd_pci_only_topology(shared, tmp_path, buses, pci_ids="0302 [1002:74a1] [1002:74a1] 00"):
+    """The H100 node's Debian-hwloc XML with its PCI-only GPU replaced by AMD GPUs at `buses`: what
+    Debian's hwloc (built without RSMI) shows of an MI300X node's GPUs (PCI 3D controllers, no OS
+    device). Only the PCI identity is edited; the node's CPUs and memory stay the H100 node's."""
+    xml = (shared / "topologies" / NO_NVML).read_text()
+    h100 = next(line for line in xml.splitlines() if 'pci_busid="0000:00:06.0"' in line)
+    amd = "\n".join(h100.replace('pci_busid="0000:00:06.0"', f'pci_busid="{bus}"')
+                    .replace("0302 [10de:2330] [10de:16c1] a1", pci_ids)
+                    .replace('gp_index="88"', f'gp_index="{900 + i}"') for i, bus in enumerate(buses))
+    path = tmp_path / "amd.xml"
+    path.write_text(xml.replace(h100, amd))
+    return path
+
+
+def test_pci_only_amd_gpus_filled_from_real_rocm_smi_text(shared, tmp_path, no_smi):
+    xml = amd_pci_only_topology(shared, tmp_path, MI300X_BUSES)
+    nt = nodetype.from_xml(xml, "mi300x", smi_output=str(ROCM / "mi300x-x4-a.txt"))
+    assert nt.gpu_vendor == "amd"
+    assert [(g.index, g.pci_bus_id, g.model, g.uuid) for g in nt.gpus] == [
+        (0, "0000:26:00.0", "AMD Instinct MI300X OAM", "0x8d1457e2c20f59d2"),
+        (1, "0000:46:00.0", "AMD Instinct MI300X OAM", "0xb4fa34630e85d42a"),
+        (2, "0000:65:00.0", "AMD Instinct MI300X OAM", "0xe8986800e182538a"),
+        (3, "0000:85:00.0", "AMD Instinct MI300X OAM", "0xeff71edc82169115")]
+    assert "rocm-smi output" in nt.source["gpus"]
+
+
+def test_pci_only_amd_gpu_filled_by_rocm_smi_on_path(shared, tmp_path, monkeypatch):
+    """from-host's path: rocm-smi on PATH (a stub printing the real 780M JSON), matched by bus id."""
+    xml = amd_pci_only_topology(shared, tmp_path, ["0000:c4:00.0"], "0300 [1002:1900] [1002:e001] 01")
+    bindir = stub(tmp_path, "rocm-smi", (ROCM / "radeon780m-showallinfo.json").read_text())
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}/usr/bin:/bin")     # no nvidia-smi: no matter
+    nt = nodetype.from_xml(xml, "apu")
+    (gpu,) = nt.gpus
+    assert (gpu.index, gpu.pci_bus_id, gpu.model, gpu.uuid) == (0, "0000:c4:00.0", "Phoenix3", None)
+
+
+def test_amd_gpu_missing_from_rocm_smi_names_it(shared, tmp_path, no_smi):
+    xml = amd_pci_only_topology(shared, tmp_path, ["0000:27:00.0"])
+    with pytest.raises(StackproofError, match=r"0000:27:00.0 \(amd, PCI 0302 \[1002:74a1\]\): rocm-smi output .* "
+                                              r"lists no GPU at 0000:27:00.0 \(0000:26:00.0, 0000:46:00.0"):
+        nodetype.from_xml(xml, smi_output=str(ROCM / "mi300x-x4-a.txt"))
 
 
 @pytest.mark.parametrize("text", ["", "garbage\n", '{"card0": {}}'])

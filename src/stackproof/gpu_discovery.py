@@ -129,19 +129,49 @@ def parse_nvidia_smi_q(text: str) -> list[SmiGpu]:
     return out
 
 
-def parse_rocm_smi_json(text: str) -> list[SmiGpu]:
-    """`rocm-smi --showproductname --showbus --showuniqueid --json`: {"card0": {"PCI Bus": ...}}."""
-    data = json.loads(text)
+ROCM_TEXT_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*([^:]+?)\s*:\s*(.*?)\s*$")
+NOT_AVAILABLE = {"", "n/a", "na", "unknown", "not supported"}
+
+
+def _rocm_cards(cards: dict[int, dict]) -> list[SmiGpu]:
+    """{GPU index: {key: value}} with rocm-smi's key names (any case: 'Card series' in ROCm 5,
+    'Card Series' in ROCm 6) -> GPUs. 'Card Model' is often a PCI device id (0x74a1): no name."""
     out = []
-    for key in sorted((k for k in data if re.fullmatch(r"card\d+", k)), key=lambda k: int(k[4:])):
-        card = {k.lower(): v for k, v in data[key].items()}
+    for index in sorted(cards):
+        card = {k.lower(): str(v).strip() for k, v in cards[index].items()}
         bus = card.get("pci bus")
         if not bus:
-            raise ValueError(f"{key}: no 'PCI Bus' (run rocm-smi with --showbus)")
-        model = card.get("card series") or card.get("card model") or card.get("market name") or "unknown"
-        out.append(SmiGpu(index=int(key[4:]), model=str(model), bus_id=normalize_bus_id(bus),
-                          uuid=card.get("unique id")))
+            raise ValueError(f"card{index}: no 'PCI Bus' (run rocm-smi with --showbus)")
+        names = [card.get(k, "") for k in ("card series", "market name", "device name", "card model")]
+        model = next((n for n in names if n.lower() not in NOT_AVAILABLE and not re.fullmatch(r"0x[0-9a-fA-F]+", n)),
+                     "unknown")
+        uuid = card.get("unique id", "")
+        out.append(SmiGpu(index=index, model=model, bus_id=normalize_bus_id(bus),
+                          uuid=None if uuid.lower() in NOT_AVAILABLE else uuid))
     return out
+
+
+def parse_rocm_smi_json(text: str) -> list[SmiGpu]:
+    """`rocm-smi --showproductname --showbus --showuniqueid --json`: {"card0": {"PCI Bus": ...}}
+    (cardN is the GPU index N, as GPU[N] in the text output; other keys such as "system" are
+    ignored)."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object of cards")
+    return _rocm_cards({int(k[4:]): v for k, v in data.items() if re.fullmatch(r"card\d+", k)})
+
+
+def parse_rocm_smi_text(text: str) -> list[SmiGpu]:
+    """rocm-smi's text output (`rocm-smi -a`, or --showbus --showproductname without --json):
+    `GPU[0]\t\t: PCI Bus: 0000:26:00.0` lines."""
+    cards: dict[int, dict] = {}
+    for line in text.splitlines():
+        m = ROCM_TEXT_LINE.match(line.strip())
+        if m:
+            cards.setdefault(int(m.group(1)), {}).setdefault(m.group(2), m.group(3))
+    if not cards:
+        raise ValueError("no `GPU[N] : key: value` line: not rocm-smi output")
+    return _rocm_cards(cards)
 
 
 def parse_smi_output(text: str, origin: str) -> tuple[str, list[SmiGpu]]:
@@ -149,8 +179,10 @@ def parse_smi_output(text: str, origin: str) -> tuple[str, list[SmiGpu]]:
     try:
         if text.lstrip().startswith("{"):
             return "amd", parse_rocm_smi_json(text)
+        if "ROCm System Management Interface" in text or re.search(r"^GPU\[\d+\]", text, re.M):
+            return "amd", parse_rocm_smi_text(text)
         return "nvidia", parse_nvidia_smi_q(text)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StackproofError(f"{origin}: cannot read vendor GPU output: {exc}") from None
 
 
@@ -171,7 +203,7 @@ def run_vendor_tool(vendor: str) -> list[SmiGpu] | str:
         return f"{tool} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[:200]}"
     try:
         return parse_nvidia_smi_q(proc.stdout) if vendor == "nvidia" else parse_rocm_smi_json(proc.stdout)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"{tool} output not understood: {exc}"
 
 

@@ -144,6 +144,8 @@ def parse_output(text: str, origin: str = "gpu_health output") -> Output:
             out.verdict = g[0]
         else:
             out.errors.append(g[0])
+    if count is None and out.errors:
+        raise StackproofError(f"{origin}: gpu_health stopped before measuring: {out.errors[0]}")
     if count is None:
         raise StackproofError(f"{origin}: no 'gpu_health: version 2 devices N' line (the program did not "
                               f"start, or this is not its output)")

@@ -55,3 +55,36 @@ def problems(cases: list[dict] | None, gpu_partitions: list[str], reasons: dict,
             found.append(f"GPU partition {part}: all {len(gpu)} GPU test case(s) were skipped: "
                          + "; ".join(why))
     return found
+
+
+def injector_not_measured(report_path: str) -> str | None:
+    """Why a run with an injected noise signature did not measure what it is about, from the
+    fwq-noise report (`-o FILE`); None when the signature was injected as asked. A signature asked
+    for at SCHED_FIFO (the default: it preempts the application like a kernel thread) that ran at
+    SCHED_OTHER is a different, weaker signature: the run is "not measured", never a pass."""
+    import errno
+    import json
+    try:
+        with open(report_path) as fh:
+            report = json.load(fh)
+    except OSError:
+        return f"the noise injector wrote no report ({report_path}): the signature was not injected"
+    except ValueError:
+        return f"{report_path}: the noise injector's report is not JSON (cut off?)"
+    wanted, used = report.get("policy_requested"), report.get("policy")
+    if wanted is None or used is None:
+        return f"{report_path}: no policy/policy_requested in the noise injector's report (an older fwq-noise?)"
+    if wanted != "fifo" or used == "fifo":
+        return None
+    code = int(report.get("fifo_errno") or 0)
+    name = errno.errorcode.get(code, str(code))
+    euid = report.get("euid")
+    if code == errno.EPERM and euid == 0:
+        why = ("EPERM as root: the job's cgroup has no real-time budget (cgroup v1 cpu.rt_runtime_us = 0, "
+               "RT group scheduling), or a container's policy forbids it")
+    elif code == errno.EPERM:
+        why = f"EPERM as uid {euid}: SCHED_FIFO needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO above 0"
+    else:
+        why = f"{name}: {report.get('fifo_error') or 'sched_setscheduler failed'}"
+    return (f"SCHED_FIFO was requested for the injected noise but refused ({why}); its bursts ran at "
+            f"SCHED_OTHER")

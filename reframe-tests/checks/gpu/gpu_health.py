@@ -40,6 +40,7 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
     num_tasks_per_node = 1
     time_limit = '10m'
     reference_file = 'gpu.yaml'
+    keep_files = [LINKS_FILE]     # the PCIe links the fractions were computed against
     tags = {'acceptance', 'gpu', 'health'}
 
     @run_after('setup')
@@ -63,10 +64,12 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
         cuda_home = os.environ.get('CUDA_HOME')
         path = os.pathsep.join(dirs + ([os.path.join(cuda_home, 'bin')] if cuda_home else [])
                                + [os.environ.get('PATH', '')])
-        if shutil.which(nvcc, path=path) is None:
+        found = shutil.which(nvcc, path=path)
+        if found is None:
             where = ', '.join(dirs + ['$CUDA_HOME/bin', 'PATH'])
             self.skip(f'{nvcc} not found (looked in {where}): '
                       f'the GPU health check needs the CUDA compiler of stack {self.stack!r}')
+        self.build_system.nvcc = found    # the one found here, also when it is not on the job's PATH
 
     def _parsed(self):
         cache = self.__dict__.setdefault('_gpu_health', {})

@@ -33,6 +33,7 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 from stackproof.cpulist import parse_list               # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
 from stackproof.profiles import profile_names           # noqa: E402
+from stackproof.run_verdict import injector_not_measured   # noqa: E402
 from stackproof_rfm import (Repeated, StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
                             launcher_name, stackproof_cmd, system_checks_stack)
 
@@ -85,6 +86,7 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             self.skip('a node noise daemon needs a system whose profiles stackproof switches (the local '
                       'test cluster, feature "profiles"); on a site, run the daemon on the nodes yourself')
         noise = self._fwq_noise() if signature != 'none' and not daemon else None
+        self.injector_report = 'noise-report.json' if noise else None
         try:
             self.profile_env = activate_profile(self, self.profile, noise_daemon=signature if daemon else 'none')
         except RuntimeError as exc:
@@ -110,6 +112,16 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                           f'--cpu-bind=none {inject}')
             self.prerun_cmds = [f'{inject} &', 'NOISE_PID=$!', 'sleep 1']
             self.postrun_cmds = ['kill $NOISE_PID 2>/dev/null', 'wait $NOISE_PID']
+
+    @run_before('sanity')
+    def injected_as_asked(self):
+        """An injected signature whose SCHED_FIFO was refused (or that was not injected) is not the
+        signature this row is about: the case is skipped as "not measured (reason)", never passed."""
+        if self.is_dry_run() or not self.injector_report:
+            return
+        why = injector_not_measured(self.stage_file(self.injector_report))
+        if why:
+            self.skip(f'not measured: {why}')
 
     def noise_stats(self):
         cache = self.__dict__

@@ -292,7 +292,9 @@ def why_not_measured(cases: list[Case]) -> str:
         first = failed[0].fail_reason.strip().splitlines()[0] if failed[0].fail_reason.strip() else "no reason"
         return f"failed ({len(failed)}/{len(cases)}): {first}"
     if skipped:
-        return f"skipped: {skipped[0].fail_reason}"
+        reason = skipped[0].fail_reason or ""
+        # a check that ran but could not measure what it is about skips with "not measured: why"
+        return reason[len("not measured: "):] if reason.startswith("not measured: ") else f"skipped: {reason}"
     return "no performance value recorded"
 
 

@@ -146,47 +146,46 @@ static double timed_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKin
     return ms > 0 ? reps * static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
 }
 
-static void report_copy(int dev, const char *what, const char *mem, bool ok, double gbs)
+// One measured copy kind: `reps` timed copies src -> dst, then the destination's content is brought
+// to `host` (when dst is on the device) and checked for the pattern `seed`. A host destination is
+// cleared first, so a copy that moved nothing cannot pass. `scale` turns bytes copied into bytes
+// moved (2 for device-to-device: read + write, as HBM is rated).
+static void copy_check(int dev, const char *what, const char *mem, void *dst, const void *src,
+                       cudaMemcpyKind kind, size_t bytes, unsigned *host, unsigned seed, double scale)
 {
+    const int reps = 10;
+    if (kind == cudaMemcpyDeviceToHost)
+        std::memset(dst, 0, bytes);
+    double gbs = scale * timed_copy(dst, src, bytes, kind, reps);
+    if (kind != cudaMemcpyDeviceToHost) {
+        std::memset(host, 0, bytes);
+        CHECK(cudaMemcpy(host, dst, bytes, cudaMemcpyDeviceToHost));
+    }
+    bool ok = same(host, bytes / sizeof(unsigned), seed);
     std::printf("copy %d %s %s %s GB/s %.2f\n", dev, what, mem, ok ? "ok" : "FAIL", gbs);
     g_ok &= ok;
 }
 
 static void check_copies(int dev, size_t bytes)
 {
-    const int reps = 10;
     size_t n = bytes / sizeof(unsigned);
     unsigned *pinned, *d_a, *d_b;
     CHECK(cudaMallocHost(&pinned, bytes));
-    std::vector<unsigned> pageable(n);
+    std::vector<unsigned> pageable_buf(n);
+    unsigned *pageable = pageable_buf.data();
     CHECK(cudaMalloc(&d_a, bytes));
     CHECK(cudaMalloc(&d_b, bytes));
+    const unsigned first = 11u + dev, second = 23u + dev;
+    const cudaMemcpyKind h2d = cudaMemcpyHostToDevice, d2h = cudaMemcpyDeviceToHost;
 
-    fill(pinned, n, 11u + dev);
-    double gbs = timed_copy(d_a, pinned, bytes, cudaMemcpyHostToDevice, reps);
-    std::memset(pinned, 0, bytes);
-    CHECK(cudaMemcpy(pinned, d_a, bytes, cudaMemcpyDeviceToHost));
-    report_copy(dev, "h2d", "pinned", same(pinned, n, 11u + dev), gbs);
-
-    fill(pageable.data(), n, 23u + dev);
-    gbs = timed_copy(d_a, pageable.data(), bytes, cudaMemcpyHostToDevice, reps);
-    std::fill(pageable.begin(), pageable.end(), 0u);
-    CHECK(cudaMemcpy(pageable.data(), d_a, bytes, cudaMemcpyDeviceToHost));
-    report_copy(dev, "h2d", "pageable", same(pageable.data(), n, 23u + dev), gbs);
-
-    // d_a holds pattern 23: device-to-device, then both directions back to the host
-    gbs = timed_copy(d_b, d_a, bytes, cudaMemcpyDeviceToDevice, reps);
-    std::memset(pinned, 0, bytes);
-    CHECK(cudaMemcpy(pinned, d_b, bytes, cudaMemcpyDeviceToHost));
-    report_copy(dev, "d2d", "device", same(pinned, n, 23u + dev), 2.0 * gbs);
-
-    std::memset(pinned, 0, bytes);
-    gbs = timed_copy(pinned, d_b, bytes, cudaMemcpyDeviceToHost, reps);
-    report_copy(dev, "d2h", "pinned", same(pinned, n, 23u + dev), gbs);
-
-    std::fill(pageable.begin(), pageable.end(), 0u);
-    gbs = timed_copy(pageable.data(), d_b, bytes, cudaMemcpyDeviceToHost, reps);
-    report_copy(dev, "d2h", "pageable", same(pageable.data(), n, 23u + dev), gbs);
+    fill(pinned, n, first);
+    copy_check(dev, "h2d", "pinned", d_a, pinned, h2d, bytes, pinned, first, 1.0);
+    fill(pageable, n, second);
+    copy_check(dev, "h2d", "pageable", d_a, pageable, h2d, bytes, pageable, second, 1.0);
+    // d_a now holds the second pattern: device to device, then both host kinds back from d_b
+    copy_check(dev, "d2d", "device", d_b, d_a, cudaMemcpyDeviceToDevice, bytes, pinned, second, 2.0);
+    copy_check(dev, "d2h", "pinned", pinned, d_b, d2h, bytes, pinned, second, 1.0);
+    copy_check(dev, "d2h", "pageable", pageable, d_b, d2h, bytes, pageable, second, 1.0);
 
     CHECK(cudaFree(d_a));
     CHECK(cudaFree(d_b));
