@@ -172,6 +172,9 @@ def test_proposal_binds_unknown_daemons_steers_irqs_and_names_kernel_remedies(re
     import yaml
     doc = yaml.safe_load((tmp_path / "profiles.yaml").read_text())
     assert doc["profiles"]["hunt-clean"]["reserve"] is True
+    from stackproof.profiles import plan         # what `cluster up --profile-file` loads in --apply
+    loaded = plan(nt, "hunt-clean", profile_file=tmp_path / "profiles.yaml")
+    assert loaded.irqs == [36] and "hunt-fwq-noise" in loaded.daemons and loaded.cpu_spec_list == base.cpu_spec_list
     script = (tmp_path / "apply.sh").read_text()
     assert f"taskset -a -c -p {base.system_cpu_list} 10" in script
     assert f"echo {base.system_cpu_list} > /proc/irq/36/smp_affinity_list" in script

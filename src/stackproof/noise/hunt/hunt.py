@@ -193,7 +193,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     doc["proposal"]["rendered"] = prop_mod.render_proposal(proposal, nt, base, host, outdir / "proposal")
 
     if apply:
-        doc["apply"] = apply_proposal(proposal, status)
+        doc["apply"] = apply_proposal(proposal, status, outdir / "proposal" / "profiles.yaml")
         app = [c for c in cpus if c in parse_list(proposal["app_cpus"])]
         if not app:
             raise StackproofError(f"no application CPU among --cpus {format_list(cpus)} after the proposal "
@@ -254,16 +254,26 @@ def _cluster_summary(status: dict) -> dict:
             "system_cpus": status.get("system_cpus"), "app_cpus": status.get("app_cpus")}
 
 
-def apply_proposal(prop: dict, status: dict) -> dict:
-    """Switch the test cluster to the catalog's clean profile (the proposal's base: CpuSpecList and the
-    cluster's own daemons on the system CPUs), then bind the other culprits and steer their IRQs."""
-    done: dict = {"profile": "clean", "bound": [], "irqs": [], "irq_saved": {}, "errors": []}
-    log("switching the test cluster to the clean profile (stackproof cluster up --profile clean)")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile", "clean"],
-                          capture_output=True, text=True)
+def apply_proposal(prop: dict, status: dict, profile_file: Path) -> dict:
+    """Switch the test cluster to the proposed profile itself (`cluster up --profile-file`: its
+    CpuSpecList, system CPUs and the cluster's own daemons bound there), then do what the rendered
+    profile does on a real node for processes the test cluster does not start: bind the culprits
+    (the profile's new daemon groups) and steer the profile's IRQs."""
+    name = prop["profile_name"]
+    done: dict = {"profile": name, "profile_file": str(profile_file), "bound": [], "irqs": [], "irq_saved": {},
+                  "errors": []}
+    log(f"switching the test cluster to the proposed profile (stackproof cluster up --profile-file "
+        f"{profile_file} --profile {name})")
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile-file",
+                           str(profile_file), "--profile", name], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise StackproofError(f"stackproof cluster up --profile clean failed: {proc.stderr.strip()[-500:]}")
-    sysc = prop["system_cpus"]
+        raise StackproofError(f"stackproof cluster up --profile-file {profile_file} failed: "
+                              f"{proc.stderr.strip()[-500:]}")
+    now = cluster_status()
+    done["cluster_profile"] = now.get("settings", {}).get("profile")
+    if done["cluster_profile"] != name:
+        raise StackproofError(f"the test cluster runs profile {done['cluster_profile']!r} after switching to {name!r}")
+    sysc = now.get("system_cpus") or prop["system_cpus"]
     for b in prop["bind"]:
         if not b["pid"] or not Path(f"/proc/{b['pid']}").exists():
             continue
