@@ -157,7 +157,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     t_hunt = time.monotonic()
     work = traces["before"].meta["work_iterations"] if "before" in traces else None
     steal0 = steal_ms()
-    with TraceSession(set(cpus), buffer_kb) as ts:
+    with TraceSession(set(cpus), buffer_kb, osnoise=doc["backend"].get("osnoise", False)) as ts:
         traced = _fwq(outdir / "fwq-traced.dat", cpus, duration, quantum, "traced", work)
     steal1 = steal_ms()
     doc["steal_ms"] = {str(c): steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}
@@ -173,7 +173,9 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         raise StackproofError(f"the trace buffer overflowed: {lost} events lost "
                               f"({', '.join(f'CPU {c}: {n}' for c, n in ts.lost.items() if n)}); attribution "
                               f"would be partial. Use a larger --buffer-kb (now {buffer_kb}) or a shorter --duration")
-    tl = parse(ts.text.splitlines())
+    lines = ts.text.splitlines()
+    tl = parse(lines)
+    doc["backend"]["used"] = _osnoise_report(doc, lines, ts)
     for o in tl.owners:
         if o.kind == "task" and o.pid:
             contexts[o.pid] = task_context(o.pid)
@@ -223,6 +225,19 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     except ImportError:
         pass
     return doc
+
+
+def _osnoise_report(doc: dict, lines: list[str], ts) -> str:
+    """The kernel's own per-source noise from the osnoise tracepoints, when recorded; returns the
+    recorder actually used (said in hunt.md and hunt.json)."""
+    from .osnoise import attribute_samples, parse_events
+    if ts.osnoise_error:
+        doc["backend"]["why"] += f"; the osnoise tracer could not be started ({ts.osnoise_error}): events only"
+    if not ts.osnoise:
+        return "tracefs-events"
+    noise, samples = parse_events(lines)
+    doc["osnoise"] = {str(c): v for c, v in attribute_samples(noise, samples).items()}
+    return "tracefs-events+osnoise"
 
 
 def analyze(trace, tl, clock: str, threshold_us: float, contexts: dict | None = None) -> list:
@@ -322,7 +337,7 @@ def culprit_table(per_cpu: list[dict], top: int = 8) -> str:
 
 def markdown(doc: dict) -> str:
     out = [f"# Noise hunt on {doc['host']}: CPUs {format_list(doc['cpus'])}, {doc['duration_s']:g} s",
-           "", f"Recorder: {doc['backend']['name']} ({doc['backend']['why']}). Trace clock "
+           "", f"Recorder: {doc['backend'].get('used', doc['backend']['name'])} ({doc['backend']['why']}). Trace clock "
            f"{doc['clock']['trace_clock']}, aligned by {doc['clock']['aligned_by']}. Detour threshold "
            f"{doc['threshold_us']:g} us over the undisturbed quantum.", ""]
     out += ["| CPU | samples | quantum us | std us | max us | detours | detour ms | attributed |",
@@ -332,6 +347,12 @@ def markdown(doc: dict) -> str:
                    f"{r['detours']} | {r['detour_time_us'] / 1e3:.2f} | {r['attributed_fraction']:.1%} |")
     out += ["", "Culprits per CPU, by stolen time (period and duration for periodic ones):", "",
             culprit_table(doc["per_cpu"]), ""]
+    if doc.get("osnoise"):
+        out += ["The kernel's own accounting (osnoise tracepoints, net noise per source, us):", ""]
+        for c, d in doc["osnoise"].items():
+            top = ", ".join(f"{k} {v:.0f}" for k, v in list(d["by_source"].items())[:6])
+            out.append(f"- CPU {c}: {d['samples']} samples, {d['noise_us']:.0f} us: {top}")
+        out.append("")
     p = doc.get("proposal")
     if p:
         out += [f"Proposed profile `{p['profile_name']}`: system CPUs {p['system_cpus']}, application CPUs "
