@@ -25,7 +25,10 @@ from ...errors import StackproofError
 from ..run import run_fwq
 from ..stats import compare, core_stats, format_table
 from ..trace import load
+import numpy as np
+
 from . import attribute as attr
+from . import calibrate
 from . import propose as prop_mod
 from .timeline import clock_offset_ns, parse
 from .tracefs import TraceSession, backend, ensure_tracefs
@@ -132,11 +135,11 @@ def per_cpu_std(trace) -> dict[int, float]:
     return {s.cpu: s.std_us for s in core_stats(trace)}
 
 
-def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, outdir: Path,
+def hunt(cpus: list[int], duration: float, threshold_us: float | None, buffer_kb: int, outdir: Path,
          quantum: str = "10us", apply: bool = False, cost: bool = False) -> dict:
     if duration <= 0 or duration > 3600:
         raise StackproofError(f"--duration {duration}: between 0 and 3600 seconds")
-    if threshold_us <= 0:
+    if threshold_us is not None and threshold_us <= 0:
         raise StackproofError(f"--threshold {threshold_us}: must be positive (microseconds)")
     _quantum_us(quantum)
     ensure_tracefs()
@@ -147,6 +150,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         raise StackproofError("--apply switches the local test cluster to the proposed profile, and none is up "
                               "(stackproof cluster up); on a real node run proposal/apply.sh yourself")
     doc: dict = {"host": host, "cpus": cpus, "duration_s": duration, "threshold_us": threshold_us,
+                 "threshold_mode": "auto" if threshold_us is None else "fixed",
                  "quantum": quantum, "backend": backend(), "cluster": _cluster_summary(status)}
     t_start = time.monotonic()
     traces = {}
@@ -180,7 +184,14 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         if o.kind == "task" and o.pid:
             contexts[o.pid] = task_context(o.pid)
     doc["analysis_input"] = {"events": tl.events, "unparsed_lines": tl.unparsed}
-    results = analyze(traced, tl, ts.clock, threshold_us, contexts)
+    if threshold_us is None:
+        thresholds = calibrate_thresholds(doc, traced, tl, ts.clock)
+    else:
+        thresholds = threshold_us
+        doc["thresholds_us"] = {str(c): threshold_us for c in cpus}
+    results = analyze(traced, tl, ts.clock, thresholds, contexts)
+    span = float(np.median([r.samples * r.quantum_us for r in results]) / 1e6) if results else duration
+    doc["background"] = calibrate.background(results, doc["steal_ms"], max(span, duration * 0.5))
     doc["hunt_wall_s"] = time.monotonic() - t_hunt
     doc.update(_clock_doc(tl, ts.clock))
     doc["per_cpu"] = [r.as_dict() for r in results]
@@ -227,6 +238,26 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     return doc
 
 
+def calibrate_thresholds(doc: dict, traced, tl, clock: str) -> dict[int, float]:
+    """Per CPU: the threshold scan of the traced run and the threshold chosen from it."""
+    offset, _ = clock_offset_ns(tl)
+    if clock == "mono_raw":
+        offset = 0
+    try:
+        rows = calibrate.scan(traced, tl, offset, self_comm=SELF_COMM)
+    except ValueError as exc:
+        raise StackproofError(f"attribution failed: {exc}") from None
+    chosen, doc["calibration"] = {}, {}
+    for cpu, scan_rows in rows.items():
+        th, why = calibrate.choose(scan_rows)
+        chosen[cpu] = th
+        doc["calibration"][str(cpu)] = {"threshold_us": th, "why": why, "scan": scan_rows}
+        log(f"CPU {cpu}: threshold {th:g} us ({why})")
+    doc["thresholds_us"] = {str(c): t for c, t in chosen.items()}
+    doc["threshold_us"] = max(chosen.values()) if chosen else calibrate.LADDER_US[0]
+    return chosen
+
+
 def _osnoise_report(doc: dict, lines: list[str], ts) -> str:
     """The kernel's own per-source noise from the osnoise tracepoints, when recorded; returns the
     recorder actually used (said in hunt.md and hunt.json)."""
@@ -240,7 +271,7 @@ def _osnoise_report(doc: dict, lines: list[str], ts) -> str:
     return "tracefs-events+osnoise"
 
 
-def analyze(trace, tl, clock: str, threshold_us: float, contexts: dict | None = None) -> list:
+def analyze(trace, tl, clock: str, threshold_us, contexts: dict | None = None) -> list:
     offset, _ = clock_offset_ns(tl)
     if clock == "mono_raw":
         offset = 0                  # same clock as FWQ: the markers only confirm it
@@ -339,12 +370,16 @@ def markdown(doc: dict) -> str:
     out = [f"# Noise hunt on {doc['host']}: CPUs {format_list(doc['cpus'])}, {doc['duration_s']:g} s",
            "", f"Recorder: {doc['backend'].get('used', doc['backend']['name'])} ({doc['backend']['why']}). Trace clock "
            f"{doc['clock']['trace_clock']}, aligned by {doc['clock']['aligned_by']}. Detour threshold "
-           f"{doc['threshold_us']:g} us over the undisturbed quantum.", ""]
-    out += ["| CPU | samples | quantum us | std us | max us | detours | detour ms | attributed |",
-            "|---|---|---|---|---|---|---|---|"]
+           + (", ".join(f"CPU {c} {t:g} us" for c, t in doc["thresholds_us"].items()) if doc.get("thresholds_us")
+              else f"{doc['threshold_us']:g} us") + " over the undisturbed quantum"
+           + (" (auto: from the threshold scan below)" if doc.get("threshold_mode") == "auto" else "") + ".", ""]
+    out += ["| CPU | samples | quantum us | std us | max us | detours | detour ms | real culprits | + hypervisor |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["per_cpu"]:
+        real = r.get("real_fraction", r["attributed_fraction"])
         out.append(f"| {r['cpu']} | {r['samples']} | {r['quantum_us']:.1f} | {r['std_us']:.2f} | {r['max_us']:.0f} | "
-                   f"{r['detours']} | {r['detour_time_us'] / 1e3:.2f} | {r['attributed_fraction']:.1%} |")
+                   f"{r['detours']} | {r['detour_time_us'] / 1e3:.2f} | {real:.1%} | {r['attributed_fraction']:.1%} |")
+    out += background_md(doc)
     out += ["", "Culprits per CPU, by stolen time (period and duration for periodic ones):", "",
             culprit_table(doc["per_cpu"]), ""]
     if doc.get("osnoise"):
@@ -367,6 +402,34 @@ def markdown(doc: dict) -> str:
     return "\n".join(out)
 
 
+def background_md(doc: dict) -> list[str]:
+    """The threshold scan (calibration) and the invisible stalls with their evidence."""
+    out = []
+    for cpu, cal in (doc.get("calibration") or {}).items():
+        out += ["", f"Threshold scan, CPU {cpu} (chosen {cal['threshold_us']:g} us: {cal['why']}):", "",
+                "| threshold us | detours/s | detour ms/s | real culprits | invisible stalls/s | invisible ms/s | p50 / p90 / max us |",
+                "|---|---|---|---|---|---|---|"]
+        for r in cal["scan"]:
+            pct = "/".join("-" if r[k] is None else f"{r[k]:.0f}" for k in ("invisible_p50_us", "invisible_p90_us",
+                                                                           "invisible_max_us"))
+            out.append(f"| {r['threshold_us']:g} | {r['detours_per_s']:.1f} | {r['detour_ms_per_s']:.2f} | "
+                       f"{r['real_fraction']:.1%} | {r['invisible_per_s']:.1f} | {r['invisible_ms_per_s']:.2f} | {pct} |")
+    bg = doc.get("background")
+    if bg:
+        out += ["", "Invisible stalls (no kernel event in the detour: host, hypervisor, SMI) against the "
+                    "hypervisor's steal time for the CPU over the same run:", ""]
+        for cpu, b in bg["per_cpu"].items():
+            bands = ", ".join(f"{k} {v['per_s']:.1f}/s {v['ms_per_s']:.2f} ms/s" for k, v in b["bands"].items())
+            steal = "-" if b["steal_ms"] is None else f"{b['steal_ms']:.0f}"
+            out.append(f"- CPU {cpu}: {b['invisible_stalls']} stalls, {b['invisible_ms']:.2f} ms ({bands}); "
+                       f"missed ticks (hypervisor) {b['hypervisor_ms']:.2f} ms; steal {steal} ms (10 ms resolution)")
+        co = bg.get("coincidence")
+        if co:
+            out.append(f"- on several CPUs at once: {co['coinciding']} of {co['stalls']} stalls overlap one on "
+                       f"another CPU ({co['expected_by_chance']:.1f} expected by chance)")
+    return out
+
+
 def reanalyze(directory: Path, threshold_us: float | None = None) -> dict:
     """Re-run the attribution on a hunt directory (fwq-traced.dat + trace.txt.gz + hunt.json)."""
     doc = json.loads((directory / "hunt.json").read_text())
@@ -380,5 +443,6 @@ def reanalyze(directory: Path, threshold_us: float | None = None) -> dict:
     traced = load(dat, label="traced")
     with gzip.open(directory / "trace.txt.gz", "rt") as fh:
         tl = parse(fh)
-    results = analyze(traced, tl, doc["clock"]["trace_clock"], threshold_us or doc["threshold_us"])
+    recorded = {int(c): t for c, t in doc["thresholds_us"].items()} if doc.get("thresholds_us") else doc["threshold_us"]
+    results = analyze(traced, tl, doc["clock"]["trace_clock"], threshold_us or recorded)
     return {"doc": doc, "results": results, "timeline": tl}
