@@ -22,18 +22,31 @@ from stackproof.noise.run import Injector, build_dir
 
 RESULTS = build_dir() / "hunt-live-results.json"
 NOISE_DAEMON = "3Hz-300us"      # the cluster's own daemon-like noise (floating, bound by the profile)
-DURATION = 8                    # seconds of FWQ per phase (before, traced, after)
-THRESHOLD_US = 100              # detour threshold: below every drawn duration / 4
-# Measurability floor (docs/noise.md, "Who stole the time"): a signature adds about
-# sqrt(D^2 * f * quantum) to FWQ's std; this VM's background std at the 10 us quantum is 17-20 us
-# (host stalls and co-tenants). Below D^2 f = 4e7 us^2/s the injector's share of std is smaller than
-# the background's run-to-run spread, and "after < before" would be a coin flip.
-MIN_D2F = 4e7
+MIN_DURATION = 8                # seconds of FWQ per phase (before, traced, after) ...
+MIN_OCCURRENCES = 60            # ... and at least this many injector periods in each
+
+
+# What this VM's background leaves separable (docs/noise.md, "Who stole the time", measured with
+# `noise hunt` and no injector): a signature is drawn from the whole issue range (5-200 Hz x
+# 50-2500 us, log-uniform, duty <= 50 %) except the corner where it cannot be told from the
+# background in the same run:
+#  - attribution: real culprits must hold 80 % of the detour time, so the injector's time f x D
+#    must be 4x the time the background stalls no kernel event explains above a threshold the
+#    injector clears (INVISIBLE_MS_PER_S at the largest ladder threshold <= D / 2), with a 1.5x margin;
+#  - std: FWQ's std must fall when it is bound away, so its variance f x D^2 x quantum must exceed
+#    the background variance's run-to-run spread (MIN_D2F).
+INVISIBLE_MS_PER_S = {10: 40.0, 20: 20.0, 30: 6.0, 50: 3.0, 70: 2.0, 100: 1.5, 150: 1.0, 200: 1.0}
+MIN_D2F = 4e6
+
+
+def separable(f: float, d: float) -> bool:
+    th = max(t for t in INVISIBLE_MS_PER_S if t <= max(10.0, d / 2))
+    return f * d / 1e3 >= 4 * 1.5 * INVISIBLE_MS_PER_S[th] and d * d * f >= MIN_D2F
 
 
 def draw_signature(rng: random.Random) -> tuple[float, float]:
-    """Frequency 5-200 Hz and duration 50-2500 us, log-uniform (the issue's ranges), redrawn until
-    D^2 f >= MIN_D2F and the duty cycle is at most 50 %."""
+    """Frequency 5-200 Hz and duration 50-2500 us, log-uniform (the issue's ranges), redrawn while
+    the duty cycle is above 50 % or the signature is in the corner `separable` excludes."""
     fixed = os.environ.get("STACKPROOF_HUNT_SIGNATURE")
     if fixed:
         f, d = fixed.split(",")
@@ -41,7 +54,7 @@ def draw_signature(rng: random.Random) -> tuple[float, float]:
     while True:
         f = math.exp(rng.uniform(math.log(5), math.log(200)))
         d = math.exp(rng.uniform(math.log(50), math.log(2500)))
-        if f * d * 1e-6 <= 0.5 and d * d * f >= MIN_D2F:
+        if f * d * 1e-6 <= 0.5 and separable(f, d):
             return round(f, 2), round(d)
 
 
@@ -72,10 +85,11 @@ def hunted(live_cluster, tmp_path_factory):
     live_cluster.up(Settings(profile="baseline", noise_daemon=NOISE_DAEMON, mpibind_plugin=find_mpibind_plugin()))
     app_cpu = str(max(range(os.cpu_count())))      # the profile's system cores are the first ones
     freq, dur = draw_signature(random.Random())
+    duration = max(MIN_DURATION, math.ceil(MIN_OCCURRENCES / freq))
     out = tmp_path_factory.mktemp("hunt")
     with Injector(freq, f"{dur}us", app_cpu, require_fifo=True) as inj:
         proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--cpus", app_cpu,
-                               "--duration", str(DURATION), "--threshold", str(THRESHOLD_US), "--apply",
+                               "--duration", str(duration), "--threshold", "auto", "--apply",
                                "-o", str(out)],
                               capture_output=True, text=True, env=live_cluster.env(), timeout=600)
         pid = inj.proc.pid
@@ -84,6 +98,9 @@ def hunted(live_cluster, tmp_path_factory):
     cpu = next(r for r in doc["per_cpu"] if r["cpu"] == int(app_cpu))
     entry = {"signature": [freq, dur], "injector_pid": pid, "injector": inj.report,
              "top": cpu["culprits"][:4], "attributed_fraction": cpu["attributed_fraction"],
+             "real_fraction": cpu["real_fraction"], "threshold_us": cpu["threshold_us"], "duration_s": duration,
+             "calibration": doc.get("calibration"), "background": doc.get("background"),
+             "cluster_profile": (doc.get("apply") or {}).get("cluster_profile"),
              "detour_time_us": cpu["detour_time_us"], "per_cpu_std_us": doc.get("per_cpu_std_us"),
              "apply": doc.get("apply"), "wall_s": doc.get("wall_s")}
     _record(entry)
@@ -106,12 +123,33 @@ def test_signature_recovered(hunted):
 
 
 def test_detour_time_attributed(hunted):
+    """80 % of the detour time on real culprits: the hypervisor (missed ticks) and the unexplained
+    do not count."""
     freq, dur, pid, app_cpu, doc, cpu = hunted
-    assert cpu["attributed_fraction"] >= 0.80, (cpu["attributed_fraction"], cpu["culprits"][:5])
+    assert cpu["real_fraction"] >= 0.80, (cpu["real_fraction"], cpu["threshold_us"], cpu["culprits"][:5])
 
 
 def test_proposal_applied_lowers_std(hunted):
     freq, dur, pid, app_cpu, doc, cpu = hunted
     assert any(b["pid"] == pid for b in doc["proposal"]["bind"]), doc["proposal"]
+    assert doc["apply"]["cluster_profile"] == doc["proposal"]["profile_name"] == "hunt-clean"
     std = doc["per_cpu_std_us"]
     assert std["after"][app_cpu] < std["before"][app_cpu], std
+
+
+def test_draws_cover_the_issue_range_but_the_measured_corner():
+    """No root needed: the draw spans 5-200 Hz x 50-2500 us, only the corner `separable` excludes
+    is left out (its share of the log-uniform range is stated in docs/noise.md)."""
+    rng = random.Random(7)
+    draws = [draw_signature(rng) for _ in range(400)] if not os.environ.get("STACKPROOF_HUNT_SIGNATURE") else []
+    for f, d in draws:
+        assert 5 <= f <= 200 and 50 <= d <= 2500 and separable(f, d)
+    if draws:
+        fs, ds = [f for f, _ in draws], [d for _, d in draws]
+        assert min(fs) < 15 and max(fs) > 150 and min(ds) < 150 and max(ds) > 2000
+    grid = [(math.exp(math.log(5) + i * math.log(40) / 60), math.exp(math.log(50) + j * math.log(50) / 60))
+            for i in range(61) for j in range(61)]
+    feasible = [(f, d) for f, d in grid if f * d * 1e-6 <= 0.5]
+    kept = sum(separable(f, d) for f, d in feasible) / len(feasible)
+    assert 0.3 < kept < 1.0
+    assert not separable(5, 50) and separable(200, 2000)
