@@ -34,6 +34,7 @@ from .timeline import clock_offset_ns, parse
 from .tracefs import TraceSession, backend, ensure_tracefs
 
 SELF_COMM = "fwq-th"
+MIN_OCCURRENCES = 8          # a periodic culprit's signature needs this many occurrences in the run
 
 
 def log(msg: str) -> None:
@@ -382,6 +383,12 @@ def markdown(doc: dict) -> str:
     out += background_md(doc)
     out += ["", "Culprits per CPU, by stolen time (period and duration for periodic ones):", "",
             culprit_table(doc["per_cpu"]), ""]
+    few = [(r["cpu"], c["label"], c["occurrences"]) for r in doc["per_cpu"] for c in r["culprits"]
+           if c["share"] >= 0.05 and 0 < c["occurrences"] < MIN_OCCURRENCES and not c["periodic"]]
+    for cpu, label, n in few:
+        out.append(f"- {label} on CPU {cpu}: {n} occurrences in {doc['duration_s']:g} s, too few to tell a period "
+                   f"(>= {MIN_OCCURRENCES} needed): a culprit of f Hz needs --duration >= {MIN_OCCURRENCES}/f s")
+    out += [""] if few else []
     if doc.get("osnoise"):
         out += ["The kernel's own accounting (osnoise tracepoints, net noise per source, us):", ""]
         for c, d in doc["osnoise"].items():
