@@ -71,6 +71,7 @@ class CpuResult:
     detour_top: list[str] = field(default_factory=list, repr=False)
     detour_explained_us: list[float] = field(default_factory=list, repr=False)   # by kernel events
     threshold_us: float = 0.0
+    quiet_culprits: list[Culprit] = field(default_factory=list)   # periodic tasks below the threshold
 
     @property
     def real_fraction(self) -> float:
@@ -254,7 +255,12 @@ def attribute(trace, tl: Timeline, offset_ns: int = 0, threshold_us: float | dic
                                else UNEXPLAINED.key)
         span = win_b - win_a
         culprits = []
-        for i in np.flatnonzero(stolen > 0):
+        quiet = []
+        # tasks that took the CPU without a detour above the threshold: listed when periodic (a
+        # culprit below the threshold still shows its signature)
+        ran = [i for i in np.flatnonzero(total_by_owner[:nown] > 0)
+               if stolen[i] == 0 and i != me and tl.owners[i].kind == "task"]
+        for i in [*np.flatnonzero(stolen > 0), *ran]:
             owner = {nown: HYPERVISOR, nown + 1: UNEXPLAINED}.get(i) or tl.owners[i]
             occ_n, period, dur, periodic, cpu_time = 0, None, None, False, 0.0
             if i < nown:
@@ -265,13 +271,16 @@ def attribute(trace, tl: Timeline, offset_ns: int = 0, threshold_us: float | dic
                 p, dur_ns, periodic = periodic_signature(occ_s, occ_t, span)
                 period = p / 1e6 if p else None
                 dur = dur_ns / 1e3 if occ_n else None
-            culprits.append(Culprit(key=owner.key, kind=owner.kind, label=owner.label,
+            if stolen[i] == 0 and not (periodic and occ_n >= 8):
+                continue
+            (culprits if stolen[i] > 0 else quiet).append(Culprit(key=owner.key, kind=owner.kind, label=owner.label,
                                     stolen_us=float(stolen[i]) / 1e3,
                                     share=float(stolen[i] / total_excess) if total_excess else 0.0,
                                     detours=int(detour_count[i]), cpu_time_us=cpu_time, occurrences=occ_n,
                                     period_ms=period, duration_us=dur, periodic=periodic,
                                     comm=owner.comm, pid=owner.pid, irq=owner.irq))
         culprits.sort(key=lambda c: -c.stolen_us)
+        quiet.sort(key=lambda c: -c.cpu_time_us)
         unexplained = float(stolen[-1]) / 1e3
         hypervisor = float(stolen[-2]) / 1e3
         results.append(CpuResult(
@@ -282,5 +291,5 @@ def attribute(trace, tl: Timeline, offset_ns: int = 0, threshold_us: float | dic
             hypervisor_us=hypervisor,
             self_task=tl.owners[me].label, culprits=culprits, detour_start_s=det_start,
             detour_excess_us=det_excess, detour_top=det_top, detour_explained_us=det_expl,
-            threshold_us=float(threshold)))
+            threshold_us=float(threshold), quiet_culprits=quiet))
     return results

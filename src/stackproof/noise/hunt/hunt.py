@@ -281,7 +281,7 @@ def analyze(trace, tl, clock: str, threshold_us, contexts: dict | None = None) -
     except ValueError as exc:
         raise StackproofError(f"attribution failed: {exc}") from None
     for r in results:
-        for c in r.culprits:
+        for c in r.culprits + r.quiet_culprits:
             if c.pid and contexts:
                 c.cgroup, c.unit, c.tgid = contexts.get(c.pid, ("", "", None))
     return results
