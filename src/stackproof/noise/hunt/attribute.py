@@ -82,7 +82,7 @@ class CpuResult:
         return (self.attributed_us - self.hypervisor_us) / self.detour_time_us
 
     def top(self) -> Culprit | None:
-        named = [c for c in self.culprits if c.kind != "unexplained"]
+        named = [c for c in self.culprits if c.kind not in ("unexplained", "hypervisor")]
         return named[0] if named else None
 
     def as_dict(self, with_detours: bool = True) -> dict:
