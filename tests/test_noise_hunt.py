@@ -378,3 +378,43 @@ def test_background_evidence_and_coincidence():
     assert c0["bands"][">20us"]["per_s"] == 2 and c0["bands"][">50us"]["per_s"] == 1
     co = bg["coincidence"]
     assert co["stalls"] == 4 and co["coinciding"] == 2 and co["expected_by_chance"] < 0.01
+
+
+def _synthetic(inj_from_us: float, inj_to_us: float):
+    """FWQ: 1000 samples of 10 us on CPU 1, sample 500 takes 60 us; the trace: fwq-th[100] owns
+    the CPU except an injector[200] segment at [inj_from, inj_to] us relative to sample 500's start."""
+    from types import SimpleNamespace
+    dur = np.full((1, 1000), 10.0)
+    dur[0, 500] = 60.0
+    starts = np.concatenate(([0.0], np.cumsum(dur[0, :-1])))[None, :]
+    t0 = 1_000_000_000
+    s500 = t0 + starts[0, 500] * 1e3
+    a, b = s500 + inj_from_us * 1e3, s500 + inj_to_us * 1e3
+    end = t0 + starts[0, -1] * 1e3 + 100e6
+    owners = [timeline.Owner("task", "task:fwq-th:100", "fwq-th[100]", comm="fwq-th", pid=100),
+              timeline.Owner("task", "task:injector:200", "injector[200]", comm="injector", pid=200)]
+    segs = (np.array([t0 - 1000, a, b], dtype=np.int64), np.array([a, b, end], dtype=np.int64), np.array([0, 1, 0]))
+    tl = timeline.Timeline(owners=owners, segments={1: segs}, first_ns={1: t0 - 1000}, last_ns={1: int(end)})
+    trace = SimpleNamespace(ranks=[{"cpu": 1, "rank": 0, "t0_ticks": t0, "pid": 100}],
+                            starts_us=lambda: starts, durations_us=lambda: dur)
+    return trace, tl
+
+
+def test_culprit_starting_in_the_sample_before_the_detour_is_attributed():
+    """Its events are stamped a few us before the slow sample began (clock alignment, the switch):
+    the window reaches one sample back, so it is not left unexplained."""
+    trace, tl = _synthetic(-9, -1)
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.detours == 1 and r.detour_time_us == pytest.approx(50)
+    assert r.top().comm == "injector" and r.top().stolen_us == pytest.approx(8 + attribute.SWITCH_COST_US)
+    assert r.real_fraction == pytest.approx((8 + attribute.SWITCH_COST_US) / 50)
+
+
+def test_partly_covered_detour_charges_the_switch_to_the_task():
+    trace, tl = _synthetic(5, 35)            # 30 of the 50 us excess in the trace, 20 us of switching
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.top().stolen_us == pytest.approx(50) and r.real_fraction == pytest.approx(1.0)
+    trace, tl = _synthetic(5, 10)            # 5 us owned: at most SWITCH_COST_US more, the rest unexplained
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.top().stolen_us == pytest.approx(5 + attribute.SWITCH_COST_US)
+    assert r.detour_time_us - r.attributed_us == pytest.approx(50 - 5 - attribute.SWITCH_COST_US)
