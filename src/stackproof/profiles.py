@@ -25,8 +25,67 @@ def load_catalog(path: Path | None = None) -> dict:
     return data
 
 
-def profile_names() -> list[str]:
-    return list(load_catalog()["profiles"])
+def profile_names(profile_file: str | Path | None = None) -> list[str]:
+    return list(catalog_with(profile_file)["profiles"])
+
+
+PROFILE_KEYS = {"description", "free", "reserve", "position", "daemons", "optional_daemons", "irqs"}
+DAEMON_KEYS = {"units", "processes", "manager", "irqbalance"}
+
+
+def read_profile_file(path: str | Path) -> dict:
+    """A profile file (same schema as slurm-conf/profiles.yaml: `profiles:` and optional `daemons:`,
+    e.g. the hunt-clean proposal of `stackproof noise hunt`), checked: every error names the file."""
+    path = Path(path)
+    data = read_yaml(path, "profile file")
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
+        raise StackproofError(f"{path}: expected a 'profiles' mapping with at least one profile")
+    extra = set(data) - {"profiles", "daemons"}
+    if extra:
+        raise StackproofError(f"{path}: unknown section(s) {', '.join(sorted(extra))} (profiles, daemons)")
+    daemons = data.get("daemons") or {}
+    if not isinstance(daemons, dict):
+        raise StackproofError(f"{path}: 'daemons' must be a mapping of group -> {{units, processes}}")
+    for name, spec in daemons.items():
+        if not isinstance(spec, dict) or set(spec) - DAEMON_KEYS or not all(
+                isinstance(spec.get(k, []), list) and all(isinstance(x, str) for x in spec.get(k, []))
+                for k in ("units", "processes")):
+            raise StackproofError(f"{path}: daemon group {name!r}: expected {{units: [..], processes: [..]}}")
+    for name, spec in data["profiles"].items():
+        if not isinstance(spec, dict):
+            raise StackproofError(f"{path}: profile {name!r} must be a mapping")
+        bad = set(spec) - PROFILE_KEYS
+        if bad:
+            raise StackproofError(f"{path}: profile {name!r}: unknown key(s) {', '.join(sorted(bad))}")
+        if spec.get("position", "first") not in ("first", "last"):
+            raise StackproofError(f"{path}: profile {name!r}: position must be first or last")
+        if not isinstance(spec.get("daemons") or [], list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in spec.get("irqs") or []):
+            raise StackproofError(f"{path}: profile {name!r}: daemons must be a list, irqs a list of IRQ numbers")
+    return {"profiles": data["profiles"], "daemons": daemons}
+
+
+def catalog_with(profile_file: str | Path | None = None) -> dict:
+    """The catalog, plus the profiles and daemon groups of a profile file (which may not redefine
+    the catalog's own: a file adds, it never changes what `baseline`..`clean` mean)."""
+    catalog = load_catalog()
+    if not profile_file:
+        return catalog
+    extra = read_profile_file(profile_file)
+    for section in ("profiles", "daemons"):
+        clash = sorted(set(extra[section]) & set(catalog[section]))
+        clash = [n for n in clash if extra[section][n] != catalog[section][n]]
+        if clash:
+            raise StackproofError(f"{profile_file}: {section} {', '.join(clash)} redefine the catalog's "
+                                  f"(slurm-conf/profiles.yaml): use new names")
+    merged = {**catalog, "profiles": {**catalog["profiles"], **extra["profiles"]},
+              "daemons": {**catalog["daemons"], **extra["daemons"]}}
+    for name, spec in extra["profiles"].items():
+        unknown = [g for g in spec.get("daemons") or [] if g not in merged["daemons"]]
+        if unknown:
+            raise StackproofError(f"{profile_file}: profile {name!r} names unknown daemon group(s) "
+                                  f"{', '.join(unknown)}")
+    return merged
 
 
 def read_profile_env(path) -> dict[str, str]:
@@ -53,6 +112,7 @@ class ProfilePlan:
     app_cores: list[tuple[int, int]]
     cpu_spec_list: list[int]            # Slurm abstract CPU ids (empty unless reserve)
     daemons: dict[str, dict] = field(default_factory=dict)  # group -> {units, processes, ...}
+    irqs: list[int] = field(default_factory=list)           # IRQs to steer to the system CPUs (hunt proposals)
 
     @property
     def system_cpu_list(self) -> str:
@@ -64,8 +124,8 @@ class ProfilePlan:
 
 
 def plan(nt: NodeType, name: str, k: int | None = None, position: str | None = None,
-         with_nvidia: bool = False) -> ProfilePlan:
-    catalog = load_catalog()
+         with_nvidia: bool = False, profile_file: str | Path | None = None) -> ProfilePlan:
+    catalog = catalog_with(profile_file)
     profiles = catalog["profiles"]
     if name not in profiles:
         raise StackproofError(f"unknown profile {name!r} (known: {', '.join(profiles)})")
@@ -107,4 +167,5 @@ def plan(nt: NodeType, name: str, k: int | None = None, position: str | None = N
         daemons[g] = catalog["daemons"][g]
     return ProfilePlan(name=name, description=spec.get("description", ""), k=k, position=position,
                        reserve=reserve, system_cores=system_cores, system_cpus=system_cpus,
-                       app_cpus=app_cpus, app_cores=app_cores, cpu_spec_list=cpu_spec, daemons=daemons)
+                       app_cpus=app_cpus, app_cores=app_cores, cpu_spec_list=cpu_spec, daemons=daemons,
+                       irqs=list(spec.get("irqs") or []))

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..errors import StackproofError
-from ..profiles import profile_names
+from ..profiles import profile_names, read_profile_file
 from .core import Cluster
 from .state import DEFAULT_RUN_DIRS, Settings
 
@@ -63,10 +63,26 @@ def settings_from_args(args, current: dict | None = None) -> Settings:
         return inherited if value is None else value
     # k belongs to the profile: a new profile without --k takes the node type's default.
     k = args.k if args.k is not None else (base.k if args.profile is None else None)
-    return Settings(profile=pick(args.profile, base.profile), k=k, nodes=pick(args.nodes, base.nodes),
+    profile, profile_file = _profile_and_file(args, base)
+    return Settings(profile=profile, profile_file=profile_file, k=k, nodes=pick(args.nodes, base.nodes),
                     fake_gpus=pick(args.fake_gpus, base.fake_gpus), ports=pick(args.ports, base.ports),
                     mpibind_plugin=plugin, mpibind_args=pick(args.mpibind_args, base.mpibind_args),
                     noise_daemon="" if args.noise_daemon == "none" else pick(args.noise_daemon, base.noise_daemon))
+
+
+def _profile_and_file(args, base: Settings) -> tuple[str, str]:
+    """--profile-file FILE adds FILE's profiles (checked here, before anything is stopped); without
+    --profile it selects the file's only profile. A catalog --profile alone drops an inherited file."""
+    pfile = getattr(args, "profile_file", None)
+    if pfile is None:
+        return (base.profile, base.profile_file) if args.profile is None else (
+            args.profile, base.profile_file if args.profile not in profile_names() else "")
+    path = os.path.abspath(pfile)
+    names = list(read_profile_file(path)["profiles"])
+    if args.profile is None and len(names) != 1:
+        raise StackproofError(f"--profile-file {pfile}: it has {len(names)} profiles ({', '.join(names)}): "
+                              "choose one with --profile")
+    return args.profile or names[0], path
 
 
 def _cmd_up(args) -> int:
@@ -136,6 +152,9 @@ def register(sub) -> None:
     u = csub.add_parser("up", help="start (or reconfigure, or repair) the cluster; idempotent")
     u.epilog = "Options not given keep the running cluster's values (defaults when none runs)."
     u.add_argument("--profile", help="|".join(profile_names()) + " (default baseline)")
+    u.add_argument("--profile-file", metavar="FILE",
+                   help="add the profiles of FILE (profiles.yaml schema, e.g. a noise hunt's "
+                        "proposal/profiles.yaml); selects its only profile unless --profile is given")
     u.add_argument("--k", type=_int_in(0, 4096), help="system/free cores per socket (default: the node type's)")
     u.add_argument("--nodes", type=int, help="emulated nodes, each in its own namespaces (default 1)")
     u.add_argument("--fake-gpus", type=int, help="GPU gres per node backed by device files (default 0)")

@@ -74,10 +74,10 @@ class Cluster:
                           if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()})
         if missing:
             raise StackproofError(f"missing packages: {', '.join(missing)} (run scripts/install-deps.sh)")
-        settings.validate(profile_names())
+        settings.validate(profile_names(settings.profile_file or None))
         check_private_dir(self.root, create=False)
         nt = from_host("local")
-        prof = plan(nt, settings.profile, k=settings.k)
+        prof = plan(nt, settings.profile, k=settings.k, profile_file=settings.profile_file or None)
         if settings.noise_daemon:
             from ..noise.run import binary
             binary("fwq-noise")

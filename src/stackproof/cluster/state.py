@@ -45,6 +45,7 @@ class Settings:
     mpibind_plugin: str | None = None
     mpibind_args: str = ""
     noise_daemon: str = ""          # e.g. "10Hz-2500us": a daemon-like noise source on the node
+    profile_file: str = ""          # profiles added to the catalog (e.g. a noise hunt's hunt-clean proposal)
 
     def key(self) -> dict:
         d = asdict(self)

@@ -78,8 +78,10 @@ def register(subparsers) -> None:
                                    "renders it. Needs root (tracefs).")
     s.add_argument("--cpus", help="CPU list to measure (default: all CPUs of the node)")
     s.add_argument("--duration", type=float, default=10.0, help="seconds of FWQ under tracing (default 10)")
-    s.add_argument("--threshold", type=float, default=20.0, metavar="US",
-                   help="a sample is a detour when it exceeds the undisturbed quantum by this many us (default 20)")
+    s.add_argument("--threshold", type=_threshold, default=None, metavar="US|auto",
+                   help="a sample is a detour when it exceeds the undisturbed quantum by this many us; default "
+                        "auto: per CPU, from a threshold scan of the run (the lowest threshold at which real "
+                        "culprits hold 80 %% of the detour time)")
     s.add_argument("--buffer-kb", type=int, default=8192, metavar="N",
                    help="trace ring buffer per CPU in KB (default 8192); overflow is an error, never partial")
     s.add_argument("--quantum", default="10us", help="FWQ work quantum (default 10us: short enough that a slower CPU (SMT sibling, host) stays under the threshold, so detours are interruptions)")
@@ -239,6 +241,15 @@ def cmd_run(args) -> int:
     print(f"{args.output}: {trace.nranks} ranks x {trace.nsamples} samples; most affected rank {w.rank} "
           f"cpu {w.cpu}: mean {w.mean_us:.2f} us, max {w.max_us:.2f} us, std {w.std_us:.2f} us")
     return 0
+
+
+def _threshold(text: str):
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: microseconds (e.g. 50) or auto") from None
 
 
 def cmd_hunt(args) -> int:

@@ -23,10 +23,14 @@ from pathlib import Path
 from ...cpulist import format_list, parse_list
 from ...errors import StackproofError
 from ..run import run_fwq
-from ..stats import compare, core_stats, format_table
+from ..stats import compare, core_stats
 from ..trace import load
+import numpy as np
+
 from . import attribute as attr
+from . import calibrate
 from . import propose as prop_mod
+from .markdown import markdown
 from .timeline import clock_offset_ns, parse
 from .tracefs import TraceSession, backend, ensure_tracefs
 
@@ -132,11 +136,11 @@ def per_cpu_std(trace) -> dict[int, float]:
     return {s.cpu: s.std_us for s in core_stats(trace)}
 
 
-def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, outdir: Path,
+def hunt(cpus: list[int], duration: float, threshold_us: float | None, buffer_kb: int, outdir: Path,
          quantum: str = "10us", apply: bool = False, cost: bool = False) -> dict:
     if duration <= 0 or duration > 3600:
         raise StackproofError(f"--duration {duration}: between 0 and 3600 seconds")
-    if threshold_us <= 0:
+    if threshold_us is not None and threshold_us <= 0:
         raise StackproofError(f"--threshold {threshold_us}: must be positive (microseconds)")
     _quantum_us(quantum)
     ensure_tracefs()
@@ -147,6 +151,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         raise StackproofError("--apply switches the local test cluster to the proposed profile, and none is up "
                               "(stackproof cluster up); on a real node run proposal/apply.sh yourself")
     doc: dict = {"host": host, "cpus": cpus, "duration_s": duration, "threshold_us": threshold_us,
+                 "threshold_mode": "auto" if threshold_us is None else "fixed",
                  "quantum": quantum, "backend": backend(), "cluster": _cluster_summary(status)}
     t_start = time.monotonic()
     traces = {}
@@ -157,7 +162,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     t_hunt = time.monotonic()
     work = traces["before"].meta["work_iterations"] if "before" in traces else None
     steal0 = steal_ms()
-    with TraceSession(set(cpus), buffer_kb) as ts:
+    with TraceSession(set(cpus), buffer_kb, osnoise=doc["backend"].get("osnoise", False)) as ts:
         traced = _fwq(outdir / "fwq-traced.dat", cpus, duration, quantum, "traced", work)
     steal1 = steal_ms()
     doc["steal_ms"] = {str(c): steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}
@@ -173,12 +178,21 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
         raise StackproofError(f"the trace buffer overflowed: {lost} events lost "
                               f"({', '.join(f'CPU {c}: {n}' for c, n in ts.lost.items() if n)}); attribution "
                               f"would be partial. Use a larger --buffer-kb (now {buffer_kb}) or a shorter --duration")
-    tl = parse(ts.text.splitlines())
+    lines = ts.text.splitlines()
+    tl = parse(lines)
+    doc["backend"]["used"] = _osnoise_report(doc, lines, ts)
     for o in tl.owners:
         if o.kind == "task" and o.pid:
             contexts[o.pid] = task_context(o.pid)
     doc["analysis_input"] = {"events": tl.events, "unparsed_lines": tl.unparsed}
-    results = analyze(traced, tl, ts.clock, threshold_us, contexts)
+    if threshold_us is None:
+        thresholds = calibrate_thresholds(doc, traced, tl, ts.clock)
+    else:
+        thresholds = threshold_us
+        doc["thresholds_us"] = {str(c): threshold_us for c in cpus}
+    results = analyze(traced, tl, ts.clock, thresholds, contexts)
+    span = float(np.median([r.samples * r.quantum_us for r in results]) / 1e6) if results else duration
+    doc["background"] = calibrate.background(results, doc["steal_ms"], max(span, duration * 0.5))
     doc["hunt_wall_s"] = time.monotonic() - t_hunt
     doc.update(_clock_doc(tl, ts.clock))
     doc["per_cpu"] = [r.as_dict() for r in results]
@@ -193,7 +207,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     doc["proposal"]["rendered"] = prop_mod.render_proposal(proposal, nt, base, host, outdir / "proposal")
 
     if apply:
-        doc["apply"] = apply_proposal(proposal, status)
+        doc["apply"] = apply_proposal(proposal, status, outdir / "proposal" / "profiles.yaml")
         app = [c for c in cpus if c in parse_list(proposal["app_cpus"])]
         if not app:
             raise StackproofError(f"no application CPU among --cpus {format_list(cpus)} after the proposal "
@@ -225,7 +239,40 @@ def hunt(cpus: list[int], duration: float, threshold_us: float, buffer_kb: int, 
     return doc
 
 
-def analyze(trace, tl, clock: str, threshold_us: float, contexts: dict | None = None) -> list:
+def calibrate_thresholds(doc: dict, traced, tl, clock: str) -> dict[int, float]:
+    """Per CPU: the threshold scan of the traced run and the threshold chosen from it."""
+    offset, _ = clock_offset_ns(tl)
+    if clock == "mono_raw":
+        offset = 0
+    try:
+        rows = calibrate.scan(traced, tl, offset, self_comm=SELF_COMM)
+    except ValueError as exc:
+        raise StackproofError(f"attribution failed: {exc}") from None
+    chosen, doc["calibration"] = {}, {}
+    for cpu, scan_rows in rows.items():
+        th, why = calibrate.choose(scan_rows)
+        chosen[cpu] = th
+        doc["calibration"][str(cpu)] = {"threshold_us": th, "why": why, "scan": scan_rows}
+        log(f"CPU {cpu}: threshold {th:g} us ({why})")
+    doc["thresholds_us"] = {str(c): t for c, t in chosen.items()}
+    doc["threshold_us"] = max(chosen.values()) if chosen else calibrate.LADDER_US[0]
+    return chosen
+
+
+def _osnoise_report(doc: dict, lines: list[str], ts) -> str:
+    """The kernel's own per-source noise from the osnoise tracepoints, when recorded; returns the
+    recorder actually used (said in hunt.md and hunt.json)."""
+    from .osnoise import attribute_samples, parse_events
+    if ts.osnoise_error:
+        doc["backend"]["why"] += f"; the osnoise tracer could not be started ({ts.osnoise_error}): events only"
+    if not ts.osnoise:
+        return "tracefs-events"
+    noise, samples = parse_events(lines)
+    doc["osnoise"] = {str(c): v for c, v in attribute_samples(noise, samples).items()}
+    return "tracefs-events+osnoise"
+
+
+def analyze(trace, tl, clock: str, threshold_us, contexts: dict | None = None) -> list:
     offset, _ = clock_offset_ns(tl)
     if clock == "mono_raw":
         offset = 0                  # same clock as FWQ: the markers only confirm it
@@ -234,7 +281,7 @@ def analyze(trace, tl, clock: str, threshold_us: float, contexts: dict | None = 
     except ValueError as exc:
         raise StackproofError(f"attribution failed: {exc}") from None
     for r in results:
-        for c in r.culprits:
+        for c in r.culprits + r.quiet_culprits:
             if c.pid and contexts:
                 c.cgroup, c.unit, c.tgid = contexts.get(c.pid, ("", "", None))
     return results
@@ -254,16 +301,26 @@ def _cluster_summary(status: dict) -> dict:
             "system_cpus": status.get("system_cpus"), "app_cpus": status.get("app_cpus")}
 
 
-def apply_proposal(prop: dict, status: dict) -> dict:
-    """Switch the test cluster to the catalog's clean profile (the proposal's base: CpuSpecList and the
-    cluster's own daemons on the system CPUs), then bind the other culprits and steer their IRQs."""
-    done: dict = {"profile": "clean", "bound": [], "irqs": [], "irq_saved": {}, "errors": []}
-    log("switching the test cluster to the clean profile (stackproof cluster up --profile clean)")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile", "clean"],
-                          capture_output=True, text=True)
+def apply_proposal(prop: dict, status: dict, profile_file: Path) -> dict:
+    """Switch the test cluster to the proposed profile itself (`cluster up --profile-file`: its
+    CpuSpecList, system CPUs and the cluster's own daemons bound there), then do what the rendered
+    profile does on a real node for processes the test cluster does not start: bind the culprits
+    (the profile's new daemon groups) and steer the profile's IRQs."""
+    name = prop["profile_name"]
+    done: dict = {"profile": name, "profile_file": str(profile_file), "bound": [], "irqs": [], "irq_saved": {},
+                  "errors": []}
+    log(f"switching the test cluster to the proposed profile (stackproof cluster up --profile-file "
+        f"{profile_file} --profile {name})")
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile-file",
+                           str(profile_file), "--profile", name], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise StackproofError(f"stackproof cluster up --profile clean failed: {proc.stderr.strip()[-500:]}")
-    sysc = prop["system_cpus"]
+        raise StackproofError(f"stackproof cluster up --profile-file {profile_file} failed: "
+                              f"{proc.stderr.strip()[-500:]}")
+    now = cluster_status()
+    done["cluster_profile"] = now.get("settings", {}).get("profile")
+    if done["cluster_profile"] != name:
+        raise StackproofError(f"the test cluster runs profile {done['cluster_profile']!r} after switching to {name!r}")
+    sysc = now.get("system_cpus") or prop["system_cpus"]
     for b in prop["bind"]:
         if not b["pid"] or not Path(f"/proc/{b['pid']}").exists():
             continue
@@ -293,49 +350,6 @@ def restore_irqs(saved: dict) -> list[str]:
     return out
 
 
-def _fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
-def culprit_table(per_cpu: list[dict], top: int = 8) -> str:
-    lines = ["| CPU | culprit | kind | stolen ms | share | detours | period ms | duration us | cgroup / unit |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in per_cpu:
-        for c in r["culprits"][:top]:
-            where = c.get("unit") or c.get("cgroup") or ""
-            lines.append(f"| {r['cpu']} | {c['label']} | {c['kind']} | {c['stolen_us'] / 1e3:.3f} | "
-                         f"{c['share']:.1%} | {c['detours']} | "
-                         f"{_fmt(c['period_ms'], '.2f') if c['periodic'] else '-'} | "
-                         f"{_fmt(c['duration_us'], '.0f') if c['periodic'] else '-'} | {where} |")
-    return "\n".join(lines)
-
-
-def markdown(doc: dict) -> str:
-    out = [f"# Noise hunt on {doc['host']}: CPUs {format_list(doc['cpus'])}, {doc['duration_s']:g} s",
-           "", f"Recorder: {doc['backend']['name']} ({doc['backend']['why']}). Trace clock "
-           f"{doc['clock']['trace_clock']}, aligned by {doc['clock']['aligned_by']}. Detour threshold "
-           f"{doc['threshold_us']:g} us over the undisturbed quantum.", ""]
-    out += ["| CPU | samples | quantum us | std us | max us | detours | detour ms | attributed |",
-            "|---|---|---|---|---|---|---|---|"]
-    for r in doc["per_cpu"]:
-        out.append(f"| {r['cpu']} | {r['samples']} | {r['quantum_us']:.1f} | {r['std_us']:.2f} | {r['max_us']:.0f} | "
-                   f"{r['detours']} | {r['detour_time_us'] / 1e3:.2f} | {r['attributed_fraction']:.1%} |")
-    out += ["", "Culprits per CPU, by stolen time (period and duration for periodic ones):", "",
-            culprit_table(doc["per_cpu"]), ""]
-    p = doc.get("proposal")
-    if p:
-        out += [f"Proposed profile `{p['profile_name']}`: system CPUs {p['system_cpus']}, application CPUs "
-                f"{p['app_cpus']}, daemons {', '.join(p['profile']['daemons'])}; IRQs to steer: "
-                f"{', '.join(str(i['irq']) for i in p['irqs']) or 'none'}."]
-        out += [f"- {line}" for line in prop_mod.commands(p) + p["kernel"] + p["notes"]]
-        out.append("")
-    if doc.get("table_iv"):
-        out += ["Table IV rows (most affected core), same run:", "", format_table(doc["table_iv"]), ""]
-        out += ["Per-CPU std (us): " + "; ".join(f"{n}: " + ", ".join(f"CPU {c} {v:.1f}" for c, v in s.items())
-                                                 for n, s in doc["per_cpu_std_us"].items()), ""]
-    return "\n".join(out)
-
-
 def reanalyze(directory: Path, threshold_us: float | None = None) -> dict:
     """Re-run the attribution on a hunt directory (fwq-traced.dat + trace.txt.gz + hunt.json)."""
     doc = json.loads((directory / "hunt.json").read_text())
@@ -349,5 +363,6 @@ def reanalyze(directory: Path, threshold_us: float | None = None) -> dict:
     traced = load(dat, label="traced")
     with gzip.open(directory / "trace.txt.gz", "rt") as fh:
         tl = parse(fh)
-    results = analyze(traced, tl, doc["clock"]["trace_clock"], threshold_us or doc["threshold_us"])
+    recorded = {int(c): t for c, t in doc["thresholds_us"].items()} if doc.get("thresholds_us") else doc["threshold_us"]
+    results = analyze(traced, tl, doc["clock"]["trace_clock"], threshold_us or recorded)
     return {"doc": doc, "results": results, "timeline": tl}

@@ -86,6 +86,8 @@ def parse(lines) -> Timeline:
         cpu, ts, event, body = int(m["cpu"]), parse_ts_ns(m["ts"]), m["event"], m["body"]
         pid = int(m["pid"])
         comm = m["comm"] if m["comm"] != "<...>" else comms.get(pid, "<...>")
+        if event.endswith("_noise") or event == "sample_threshold":
+            continue                             # osnoise tracepoints: read by osnoise.parse_events
         if event == "tracing_mark_write":
             words = body.split()
             if len(words) >= 2 and words[0] == SYNC_TAG:

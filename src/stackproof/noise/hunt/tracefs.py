@@ -8,9 +8,11 @@ and clock, removed again afterwards (the global instance and other users are lef
     ts.clock       # "mono_raw" when the kernel has it (FWQ's clock); else the offset is calibrated
     ts.sync        # [(trace ts ns, CLOCK_MONOTONIC_RAW ns at the write)] sync markers
 
-Events are always recorded with tracefs (FWQ is the workload whose detours are attributed);
-`backend()` says whether the kernel also has osnoise/timerlat (and rtla) for a cross-check. This
-kernel (6.18 here) has neither.
+Events are always recorded with tracefs (FWQ is the workload whose detours are attributed). When
+the kernel has the osnoise tracer (`backend()`), the instance also runs it with NO_OSNOISE_WORKLOAD
+(no osnoise threads: its hooks measure the noise FWQ's thread sees) and records the osnoise:*
+tracepoints, the kernel's own net per-source noise (osnoise.py parses them). This kernel (6.18 here)
+has no osnoise tracer: that path is tested on a fake tracefs only.
 """
 from __future__ import annotations
 
@@ -57,17 +59,20 @@ def ensure_tracefs(root: Path = TRACEFS) -> Path:
 
 
 def backend(root: Path = TRACEFS) -> dict:
-    """Which recorder is used, and why. The hunt records tracefs events (its workload is FWQ, whose
-    samples it attributes); when the kernel also has the osnoise tracer, that is said, with rtla's
-    path when installed, as the kernel's own cross-check (`rtla osnoise top -c CPUS`)."""
-    tracers = _read(root / "available_tracers").split()
-    has_osnoise = "osnoise" in tracers
+    """Which recorder is used, and why: tracefs sched/irq events always (FWQ is the workload whose
+    samples are attributed); plus the osnoise tracer's tracepoints when the kernel has them."""
+    from .osnoise import detect
+    k = detect(root)
+    tracers = k["available_tracers"]
+    use_osnoise = k["osnoise_tracer"] and k["osnoise_events"]
     rtla = shutil.which("rtla")
-    why = ("sched/irq/softirq/irq_vectors events from tracefs; the kernel has no osnoise/timerlat "
-           "tracer (available: " + " ".join(tracers) + ")") if not has_osnoise else (
-           "sched/irq/softirq/irq_vectors events from tracefs; the kernel also has the osnoise tracer: "
-           + (f"cross-check with `{rtla} osnoise top`" if rtla else "install rtla to cross-check"))
-    return {"name": "tracefs-events", "osnoise_tracer": has_osnoise, "timerlat_tracer": "timerlat" in tracers,
+    why = ("sched/irq/softirq/irq_vectors events from tracefs; the kernel has no osnoise tracer "
+           "(available_tracers: " + " ".join(tracers) + ")") if not use_osnoise else (
+           "sched/irq/softirq/irq_vectors events from tracefs, and the osnoise tracer (NO_OSNOISE_WORKLOAD) "
+           "with its osnoise:* tracepoints: the kernel's net per-source noise on FWQ's CPUs"
+           + (f"; `{rtla} osnoise top|hist` can cross-check" if rtla else ""))
+    return {"name": "tracefs-events+osnoise" if use_osnoise else "tracefs-events", "osnoise": use_osnoise,
+            "osnoise_tracer": k["osnoise_tracer"], "timerlat_tracer": k["timerlat_tracer"],
             "rtla": rtla, "available_tracers": tracers, "why": why}
 
 
@@ -112,7 +117,8 @@ def parse_ts_ns(text: str) -> int:
 class TraceSession:
     """A private trace instance recording the attribution events on `cpus`."""
 
-    def __init__(self, cpus: set[int], buffer_kb: int = 4096, root: Path | None = None, name: str | None = None):
+    def __init__(self, cpus: set[int], buffer_kb: int = 4096, root: Path | None = None, name: str | None = None,
+                 osnoise: bool = False):
         if buffer_kb < 64:
             raise StackproofError(f"--buffer-kb {buffer_kb}: at least 64 KB per CPU")
         self.root = root or TRACEFS
@@ -126,6 +132,9 @@ class TraceSession:
         self.lost: dict[int, int] = {}
         self.sync: list[tuple[int, int]] = []
         self.start_ns = self.stop_ns = 0
+        self.osnoise = osnoise              # also run the osnoise tracer (hooks only) in the instance
+        self.osnoise_saved: dict[str, str] = {}
+        self.osnoise_error = ""
 
     # ---- set up / tear down ----
     def start(self) -> "TraceSession":
@@ -173,10 +182,49 @@ class TraceSession:
                 continue
             _write(path, "1")
             self.events.append(ev)
+        if self.osnoise:
+            self._start_osnoise()
         _write(d / "trace", "")
         self.start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
         _write(d / "tracing_on", "1")
         self.mark_sync()
+
+    def _start_osnoise(self) -> None:
+        """osnoise tracer in the instance, without its workload threads (osnoise/options
+        NO_OSNOISE_WORKLOAD) on our CPUs (osnoise/cpus): those two files are global, so their values
+        are saved and put back by close(). A kernel that refuses falls back to events only, said."""
+        o = self.root / "osnoise"
+        try:
+            for f in ("cpus", "options"):
+                self.osnoise_saved[f] = _read(o / f).strip()
+            _write(o / "cpus", ",".join(map(str, self.cpus)))
+            _write(o / "options", "NO_OSNOISE_WORKLOAD")
+            _write(self.dir / "current_tracer", "osnoise")
+            for ev in ("sample_threshold", "irq_noise", "softirq_noise", "thread_noise", "nmi_noise"):
+                path = self.dir / "events" / "osnoise" / ev / "enable"
+                if path.parent.is_dir():
+                    _write(path, "1")
+                    self.events.append(f"osnoise/{ev}")
+        except StackproofError as exc:
+            self.osnoise_error = str(exc)
+            self.osnoise = False
+            self._restore_osnoise()
+
+    def _restore_osnoise(self) -> None:
+        o = self.root / "osnoise"
+        try:
+            _write(self.dir / "current_tracer", "nop")
+        except StackproofError:
+            pass
+        for f, value in self.osnoise_saved.items():
+            if f == "options":
+                # the options file lists every option ("OSNOISE_WORKLOAD" or "NO_OSNOISE_WORKLOAD")
+                value = "NO_OSNOISE_WORKLOAD" if "NO_OSNOISE_WORKLOAD" in value.split() else "OSNOISE_WORKLOAD"
+            try:
+                _write(o / f, value)
+            except StackproofError:
+                pass
+        self.osnoise_saved = {}
 
     def mark_sync(self) -> None:
         """Write a marker carrying CLOCK_MONOTONIC_RAW: its trace timestamp gives the clock offset."""
@@ -202,6 +250,8 @@ class TraceSession:
             self.lost[c] = lost_events(st)
 
     def close(self) -> None:
+        if self.osnoise_saved:
+            self._restore_osnoise()
         if self.dir.exists():
             try:
                 _write(self.dir / "tracing_on", "0")
@@ -228,6 +278,7 @@ class TraceSession:
     def meta(self) -> dict:
         return {"clock": self.clock, "cpus": self.cpus, "buffer_kb_per_cpu": self.buffer_kb,
                 "buffer_kb_total": self.buffer_kb * (os.cpu_count() or 1),
-                "events": self.events, "stats": {str(c): s for c, s in self.stats.items()},
+                "events": self.events, "osnoise": self.osnoise, "osnoise_error": self.osnoise_error,
+                "stats": {str(c): s for c, s in self.stats.items()},
                 "lost_events": {str(c): n for c, n in self.lost.items()},
                 "start_ns": self.start_ns, "stop_ns": self.stop_ns}
