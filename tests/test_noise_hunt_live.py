@@ -38,12 +38,14 @@ MIN_OCCURRENCES = 60            # ... and at least this many injector periods in
 #    threshold <= D / 2: the unexplained + hypervisor time of the threshold scans of two 10 s hunts
 #    on both CPUs with no injector, the worse CPU, plus 2 ms/s for the hypervisor: /proc/stat steal
 #    was 1.8-2.2 ms/s per CPU over a minute under that load);
-#  - std after < before: where the injector's variance f x D^2 x quantum exceeds the spread of the
-#    background variance between two back-to-back 10 s FWQ phases (up to 490 us^2 in those hunts).
+#  - std after < before: where the injector's variance f x D^2 x quantum (10 us) is 5x the spread of
+#    the background variance between two back-to-back 10 s FWQ phases (up to 490 us^2 in those hunts)
+#    and above the worst after-phase background seen at load average 10 (1,840 us^2: a run at
+#    D^2 f = 1.1e8, i.e. 1,100 us^2 injected, failed there 40.8 -> 42.9 us).
 # Half of the draws come from the whole range, half from the region where every criterion applies.
 TOP_MS_PER_S = 20.0
 BACKGROUND_MS_PER_S = {10: 14.0, 15: 10.6, 20: 8.9, 30: 6.8, 50: 4.9, 70: 3.7, 100: 3.0, 150: 3.0, 200: 3.0}
-MIN_D2F = 5e7
+MIN_D2F = 2.5e8
 MIN_DURATION_US = 120.0         # 20 % of it is above the 5-21 us per occurrence the trace adds
 
 
@@ -188,5 +190,6 @@ def test_draws_cover_the_issue_range_but_the_measured_corner():
     feasible = [(f, d) for f, d in grid if f * d * 1e-6 <= 0.5]
     share = {k: sum(criteria(f, d)[k] is None for f, d in feasible) / len(feasible)
              for k in ("signature", "top", "attributed", "std")}
-    assert share["signature"] == 1.0 and all(0.15 < share[k] < 0.6 for k in ("top", "attributed", "std"))
+    assert share["signature"] == 1.0 and all(0.15 < share[k] < 0.6 for k in ("top", "attributed"))
+    assert 0.03 < share["std"] < 0.1
     assert criteria(5, 50)["top"] and not separable(5, 50) and separable(200, 2000)

@@ -377,15 +377,18 @@ def test_head_profile_env_is_the_profile_the_nodes_run(planned, tmp_path):
 
 
 def _vcluster_site(monkeypatch, root):
-    import sys as _sys
-    from reframe.utility import import_module_from_file
+    """Execute systems/vcluster.py afresh: ReFrame's import_module_from_file hands back the module an
+    earlier test (the whole site config) already loaded, whose import-time settings are then stale."""
+    import importlib.util
     from stackproof.paths import REPO
     monkeypatch.setenv("STACKPROOF_VCLUSTER_DIR", str(root))
     monkeypatch.delenv("SLURM_CONF", raising=False)
     monkeypatch.syspath_prepend(str(REPO / "reframe-tests" / "config"))
-    conf = import_module_from_file(str(REPO / "reframe-tests" / "config" / "systems" / "vcluster.py")).site_configuration
-    _sys.modules.pop("vcluster", None)
-    return conf
+    path = REPO / "reframe-tests" / "config" / "systems" / "vcluster.py"
+    spec = importlib.util.spec_from_file_location("stackproof_test_vcluster_site", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.site_configuration
 
 
 def test_reframe_vcluster_system_uses_the_share_the_head_profile_and_the_nodes_slurm_conf(monkeypatch, tmp_path):
