@@ -62,7 +62,7 @@ def criteria(f: float, d: float) -> dict[str, str | None]:
             "attributed": None if ms >= 5 * bg else
             f"injector {ms:.2f} ms/s < 5 x {bg:g} ms/s of background no real culprit explains above {th} us",
             "std": None if d * d * f >= MIN_D2F else
-            f"D^2 f = {d * d * f:.3g} us^2/s < {MIN_D2F:.0e}: its std share is within the background's spread"}
+            f"D^2 f = {d * d * f:.3g} us^2/s < {MIN_D2F:.2g}: its std share is within the background's spread"}
 
 
 def separable(f: float, d: float) -> bool:

@@ -105,13 +105,20 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                       f'--seconds {self.noise_seconds} -o noise-report.json')
             if launcher_name(self) == 'srun':
                 # one injector per node beside the job's steps, owning every CPU jobs may use
-                # (it pins its threads itself)
+                # (it pins its threads itself). -n is explicit: the step would otherwise inherit the
+                # job's SLURM_NTASKS and ask for ntasks x usable CPUs, which Slurm refuses ("More
+                # processors requested than permitted") - the injector then never ran.
                 usable = self.current_partition.processor.num_cpus - \
                     len(parse_list(self.profile_env['STACKPROOF_SYSTEM_CPUS']))
-                inject = (f'srun --overlap -N {self.nodes} --ntasks-per-node=1 --cpus-per-task={usable} '
+                inject = (f'srun --overlap -N {self.nodes} -n {self.nodes} --ntasks-per-node=1 --cpus-per-task={usable} '
                           f'--cpu-bind=none {inject}')
             self.prerun_cmds = [f'{inject} &', 'NOISE_PID=$!', 'sleep 1']
             self.postrun_cmds = ['kill $NOISE_PID 2>/dev/null', 'wait $NOISE_PID']
+            if launcher_name(self) == 'srun':
+                # SIGTERM to the injector itself, on every node: it then writes its report and exits.
+                # Killing the srun instead cancels the step and SIGKILLs the injector before it can.
+                self.postrun_cmds = [f'srun --overlap -N {self.nodes} -n {self.nodes} --ntasks-per-node=1 '
+                                     'pkill -TERM -x fwq-noise', 'wait $NOISE_PID']
 
     @run_before('sanity')
     def injected_as_asked(self):
