@@ -145,15 +145,7 @@ class Spack:
     def concretize(self, envs_dir, name, site=None):
         """Concretize a copy of spack-envs/<name> (next to a link to the project repo); returns a result."""
         tag = f"site-{site.parent.name}" if site else "isolated"
-        stage = self.work / "envs" / tag
-        stage.mkdir(parents=True, exist_ok=True)
-        link = stage / "repo"
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to((Path(envs_dir) / "repo").resolve())
-        dst = stage / name
-        shutil.rmtree(dst, ignore_errors=True)
-        dst.mkdir()
+        dst = stage_env(self.work / "envs" / tag, envs_dir, name)
         (dst / "spack.yaml").write_text(without_view((Path(envs_dir) / name / "spack.yaml").read_text()))
         print(f"spack-check: concretize {name} ({tag}) ...", flush=True)
         rc, secs, log = self.run(["-e", str(dst), "concretize", "-f"], f"{tag}-{name}",
@@ -165,6 +157,20 @@ class Spack:
               f"{'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
         return {"env": name, "scope": tag, "rc": rc, "seconds": secs, "specs": nodes, "log": str(log),
                 "lock": lock}
+
+
+def stage_env(stage: Path, envs_dir, name) -> Path:
+    """An empty working directory stage/<name> for an environment, beside a `repo` link to the
+    project's Spack repo (the environments name it by that relative path)."""
+    stage.mkdir(parents=True, exist_ok=True)
+    link = stage / "repo"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to((Path(envs_dir) / "repo").resolve())
+    dst = stage / name
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    return dst
 
 
 # Open MPI's wrappers (mpicc -showme) print "opal_ifinit: unable to find network interfaces" when no
@@ -180,15 +186,7 @@ def install(spack, envs_dir, name, scope):
         raise StackproofError(f"{name}: no committed spack.lock to install from")
     if not Path(scope).is_dir():
         raise StackproofError(f"--scope {scope}: not a directory (mirrors.yaml, packages.yaml of the site)")
-    stage = spack.work / "envs" / "install"
-    stage.mkdir(parents=True, exist_ok=True)
-    link = stage / "repo"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to((Path(envs_dir) / "repo").resolve())
-    dst = stage / name
-    shutil.rmtree(dst, ignore_errors=True)
-    dst.mkdir()
+    dst = stage_env(spack.work / "envs" / "install", envs_dir, name)
     for f in ("spack.yaml", "spack.lock"):
         shutil.copy2(Path(envs_dir) / name / f, dst / f)
     prefix, spack.prefix = spack.prefix, (spack.prefix + LO_UP if spack.prefix else [])
