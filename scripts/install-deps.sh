@@ -15,6 +15,8 @@ APT_PACKAGES=(
   # namespaces, process tools, core-specialization tools
   iproute2 procps util-linux tuna irqbalance
   python3-venv
+  # lint of the shell scripts we install on nodes (stackproof-corespec)
+  shellcheck
   # software stacks (stackproof stack build): BLAS/LAPACK for commodity stacks, Fortran for the wrappers
   # (NetPIPE comes from Debian's netpipe source package: see the deb-src entry below)
   libopenblas-dev gfortran

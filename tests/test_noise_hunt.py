@@ -166,7 +166,7 @@ def test_proposal_binds_unknown_daemons_steers_irqs_and_names_kernel_remedies(re
     assert not any("tiny" in b["comm"] for b in prop["bind"])    # below 5 % of the detour time
     files = propose.render_proposal(prop, nt, base, "pascal1", tmp_path)
     assert "etc/slurm/slurm.conf" in files
-    text = (tmp_path / "rendered/usr/local/sbin/stackproof-corespec").read_text()
+    text = (tmp_path / "rendered/etc/stackproof/corespec.processes").read_text()
     assert "fwq-noise" in text and "snmpd" in text
     assert "CpuSpecList" in (tmp_path / "rendered/etc/slurm/slurm.conf").read_text()
     import yaml

@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from stackproof import nodetype, profiles
 from stackproof.cpulist import format_list
 from stackproof.errors import StackproofError
-from stackproof.slurmconf import Site, render
+from stackproof.slurmconf import Site, render, write_tree
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm"
 
@@ -128,11 +129,15 @@ def test_corespec_script_checks_affinity(tmp_path):
     name = f"spkcs{os.getpid() % 10**8}"
     own = tmp_path / name
     shutil.copy(shutil.which("sleep"), own)
-    script = tmp_path / "stackproof-corespec"
-    script.write_text(render(nt, plan, Site(cluster_name="t", nodes=["x"]))["usr/local/sbin/stackproof-corespec"]
-                      .replace('PROCESSES="', f'PROCESSES="{name} '))
-    script.chmod(0o755)
+    write_tree(render(nt, plan, Site(cluster_name="t", nodes=["x"])), tmp_path / "root")
+    with open(tmp_path / "root/etc/stackproof/corespec.processes", "a") as fh:
+        fh.write(name + "\n")      # the process list is data the static script reads
+    script = tmp_path / "root/usr/local/sbin/stackproof-corespec"
     on_app = subprocess.Popen(["taskset", "-c", plan.app_cpu_list, str(own), "30"])
+    for _ in range(500):       # taskset execs the copy: until then the process is named taskset
+        if Path(f"/proc/{on_app.pid}/comm").read_text().strip() == name:
+            break
+        time.sleep(0.01)
     try:
         bad = subprocess.run([str(script), "check"], capture_output=True, text=True)
         assert bad.returncode == 1 and f"FAIL {name}[{on_app.pid}]" in bad.stdout

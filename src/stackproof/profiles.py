@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from . import validate
 from .cpulist import format_list
 from .errors import StackproofError
 from .yamlfile import read_yaml
@@ -22,7 +23,23 @@ def load_catalog(path: Path | None = None) -> dict:
     data = read_yaml(path, "profile catalog")
     if not isinstance(data, dict) or "profiles" not in data or "daemons" not in data:
         raise StackproofError(f"{path}: expected 'profiles' and 'daemons' sections")
+    check_names(path, data)
     return data
+
+
+def check_names(path, data: dict) -> None:
+    """Profile and group names, unit names and process names end up in file names, env files and
+    the corespec process list run by root: each is checked against its character class."""
+    for name in data.get("profiles") or {}:
+        validate.name(name, f"{path}: profile name")
+    for group, spec in (data.get("daemons") or {}).items():
+        validate.name(group, f"{path}: daemon group name")
+        if not isinstance(spec, dict):
+            continue
+        for unit in spec.get("units") or []:
+            validate.unit_name(unit, f"{path}: daemon group {group!r}: unit")
+        for proc in spec.get("processes") or []:
+            validate.process_name(proc, f"{path}: daemon group {group!r}: process")
 
 
 def profile_names(profile_file: str | Path | None = None) -> list[str]:
@@ -51,6 +68,7 @@ def read_profile_file(path: str | Path) -> dict:
                 isinstance(spec.get(k, []), list) and all(isinstance(x, str) for x in spec.get(k, []))
                 for k in ("units", "processes")):
             raise StackproofError(f"{path}: daemon group {name!r}: expected {{units: [..], processes: [..]}}")
+    check_names(path, data)
     for name, spec in data["profiles"].items():
         if not isinstance(spec, dict):
             raise StackproofError(f"{path}: profile {name!r} must be a mapping")

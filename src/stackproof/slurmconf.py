@@ -9,7 +9,8 @@ the node's root file system:
   etc/systemd/system.conf.d/50-stackproof-corespec.conf     PID 1 (clean profile)
   etc/default/irqbalance, etc/sysconfig/irqbalance          IRQs kept off the application CPUs
   usr/local/sbin/stackproof-corespec    the same binding for hosts without systemd (taskset/tuna),
-                                        plus `check` to verify it
+                                        plus `check` to verify it (a static script: corespec.py)
+  etc/stackproof/corespec.processes     the process names it binds, one per line (data, validated)
 
 Same inputs give byte-identical output (no timestamps, sorted everything).
 
@@ -25,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import corespec, validate
 from .cpulist import format_list, format_mask
 from .errors import StackproofError
 from .hostlist import compress, expand
@@ -131,7 +133,7 @@ def render(nt: NodeType, prof: ProfilePlan, site: Site) -> dict[str, str]:
         irq = header + _irqbalance(prof)
         files["etc/default/irqbalance"] = irq
         files["etc/sysconfig/irqbalance"] = irq
-        files["usr/local/sbin/stackproof-corespec"] = _corespec_script(prof, nt)
+        files.update(corespec.files(prof.daemons, header))
     return dict(sorted(files.items()))
 
 
@@ -238,6 +240,8 @@ def _plugstack_conf(site: Site) -> str:
 
 
 def _profile_env(nt: NodeType, prof: ProfilePlan) -> str:
+    validate.name(prof.name, "profile name")
+    validate.env_value(prof.position, f"profile {prof.name!r}: position")
     first_pus = ",".join(str(min(nt.core_pus(s, c))) for s, c in prof.app_cores)
     masks = ",".join("0x" + format_mask(nt.core_pus(s, c)).replace(",", "") for s, c in prof.app_cores)
     lines = [
@@ -266,6 +270,7 @@ def _systemd_dropins(prof: ProfilePlan, header: str) -> dict[str, str]:
     body = header + "[Service]\nCPUAffinity=" + affinity + "\n"
     for group in prof.daemons.values():
         for unit in group.get("units", []):
+            validate.unit_name(unit, "daemon group unit")
             files[f"etc/systemd/system/{unit}.d/{DROPIN_NAME}"] = body
         if group.get("manager"):
             # PID 1 itself; also the default for services without their own CPUAffinity=.
@@ -278,65 +283,6 @@ def _irqbalance(prof: ProfilePlan) -> str:
             f"IRQBALANCE_BANNED_CPULIST={prof.app_cpu_list}\n"
             "# irqbalance < 1.8 reads the mask form instead\n"
             f"IRQBALANCE_BANNED_CPUS={format_mask(prof.app_cpus)}\n")
-
-
-def _corespec_script(prof: ProfilePlan, nt: NodeType) -> str:
-    procs = sorted({p for g in prof.daemons.values() for p in g.get("processes", [])})
-    return f"""#!/bin/sh
-# Rendered by stackproof for node type {nt.name!r}, profile {prof.name!r} (k={prof.k}, {prof.position}).
-# Core specialization for hosts without systemd (or to re-apply at run time): bind the profile's
-# daemons to the system CPUs with taskset (tuna when present moves all threads the same way).
-#   stackproof-corespec apply    bind every running daemon of the profile
-#   stackproof-corespec check    exit 1 if a running daemon has a CPU outside the system CPUs
-set -u
-SYSTEM_CPUS="{prof.system_cpu_list}"
-PROCESSES="{' '.join(procs)}"
-
-# Skipped: zombies (exited, not yet reaped: nothing runs) and a daemon's own children that still
-# carry its name (slurmstepd forks each task, sets the task's affinity, then execs it: job, not daemon).
-pids_of() {{
-  for p in $(pgrep -x "$1" 2>/dev/null); do
-    st=$(awk '/^State:/ {{print $2}}' "/proc/$p/status" 2>/dev/null)
-    pp=$(awk '/^PPid:/ {{print $2}}' "/proc/$p/status" 2>/dev/null)
-    [ -n "$st" ] && [ "$st" != Z ] && [ "$(cat "/proc/$pp/comm" 2>/dev/null)" != "$1" ] && echo "$p"
-  done
-}}
-
-allowed() {{ awk '/^Cpus_allowed_list:/ {{print $2}}' "/proc/$1/status" 2>/dev/null; }}
-
-expand() {{ echo "$1" | tr ',' '\\n' | awk -F- '{{ if (NF==2) for (i=$1;i<=$2;i++) print i; else if ($1!="") print $1 }}' | sort -n | tr '\\n' ' '; }}
-
-inside() {{  # inside LIST SUPERSET
-  for c in $(expand "$1"); do case " $(expand "$2") " in *" $c "*) ;; *) return 1;; esac; done
-}}
-
-case "${{1:-apply}}" in
-apply)
-  rc=0
-  for name in $PROCESSES; do
-    for pid in $(pids_of "$name"); do
-      if command -v tuna >/dev/null 2>&1 && [ -z "${{STACKPROOF_NO_TUNA:-}}" ]; then
-        tuna --cpus="$SYSTEM_CPUS" --threads="$pid" --move >/dev/null 2>&1 \\
-          || taskset -a -c -p "$SYSTEM_CPUS" "$pid" >/dev/null || rc=1
-      else
-        taskset -a -c -p "$SYSTEM_CPUS" "$pid" >/dev/null || rc=1
-      fi
-      echo "$name[$pid] -> $(allowed "$pid")"
-    done
-  done
-  exit $rc ;;
-check)
-  rc=0
-  for name in $PROCESSES; do
-    for pid in $(pids_of "$name"); do
-      a=$(allowed "$pid")
-      if inside "$a" "$SYSTEM_CPUS"; then echo "ok   $name[$pid] $a"; else echo "FAIL $name[$pid] $a (system cpus $SYSTEM_CPUS)"; rc=1; fi
-    done
-  done
-  exit $rc ;;
-*) echo "usage: $0 apply|check" >&2; exit 2 ;;
-esac
-"""
 
 
 def find_installed_mpibind_plugin(explicit: str | None) -> str | None:
@@ -356,15 +302,18 @@ find_mpibind_plugin = find_installed_mpibind_plugin   # the old name
 
 def write_tree(files: dict[str, str], out: Path) -> None:
     for rel, text in files.items():
-        dest = out / rel
+        dest = validate.inside(out, rel, "rendered file")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_symlink():
+            dest.unlink()            # re-render: never write through a link someone left here
         dest.write_text(text)
         dest.chmod(0o755 if rel.startswith("usr/local/sbin/") else 0o644)
 
 
 def _cmd_render(args) -> int:
     nt = load(args.nodetype)
-    prof = plan(nt, args.profile, k=args.k, position=args.position, with_nvidia=args.with_nvidia)
+    prof = plan(nt, args.profile, k=args.k, position=args.position, with_nvidia=args.with_nvidia,
+                profile_file=args.profile_file)
     nodes = expand(args.nodes if args.nodes is not None else f"{nt.name}1")
     site = Site(cluster_name=args.cluster_name or nt.name, nodes=nodes, controller=args.controller,
                 slurmctld_port=args.slurmctld_port, slurmd_port=args.slurmd_port, gpus=args.gpus,
@@ -398,6 +347,7 @@ def register(sub) -> None:
     r = ssub.add_parser("render", help="render slurm.conf & friends plus the profile's system side")
     r.add_argument("--nodetype", required=True, help="node type name (slurm-conf/nodetypes/) or YAML path")
     r.add_argument("--profile", required=True, help="|".join(profile_names()))
+    r.add_argument("--profile-file", help="a profile file adding profiles and daemon groups (e.g. a hunt proposal)")
     r.add_argument("--k", type=int, help="cores per socket for free/system cores (default: the node type's)")
     r.add_argument("--position", choices=["first", "last"], help="override the profile's position")
     r.add_argument("--with-nvidia", action="store_true", help="clean: also move nvidia* daemons (Clean+nvidia)")

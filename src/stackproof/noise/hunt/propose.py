@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from ... import validate
 from ...errors import StackproofError
 
 MIN_SHARE = 0.05
@@ -57,10 +58,16 @@ def propose(results: list, plan_, catalog: dict, host: str) -> dict:
                     notes.append(f"{c.label}: a short-lived process ({why}), gone by the end of the hunt: a "
                                  f"job's or a co-tenant's work, not a daemon to bind")
                     continue
+                if not validate.PROCESS_NAME.fullmatch(c.comm or ""):
+                    # The comm is the process's own choice: `$(touch /tmp/pwned)` would reach the
+                    # corespec list run by root. Never proposed; reported for a person to look at.
+                    notes.append(f"{_safe(c.label)}: process name {c.comm!r} refused ({why}): not a plain "
+                                 f"process name (A-Z a-z 0-9 _ . : @ % + , = / -); not bound")
+                    continue
                 group = daemon_group_of(c.comm, catalog)
                 if group is None:
                     group = "hunt-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", c.comm).strip("-")
-                    units = [c.unit] if c.unit.endswith(".service") else []
+                    units = [c.unit] if validate.UNIT_NAME.fullmatch(c.unit or "") and c.unit.endswith(".service") else []
                     new_groups.setdefault(group, {"units": units, "processes": [c.comm]})
                 if group not in groups:
                     groups.append(group)
@@ -107,15 +114,20 @@ def commands(prop: dict) -> list[str]:
     sysc = prop["system_cpus"]
     lines = []
     for b in prop["bind"]:
-        lines.append(f"taskset -a -c -p {sysc} {b['pid']}    # {b['comm']} ({b['group']}): {b['why']}")
+        lines.append(f"taskset -a -c -p {sysc} {int(b['pid'])}    # {b['comm']} ({b['group']}): {b['why']}")
     for i in prop["irqs"]:
-        lines.append(f"echo {sysc} > /proc/irq/{i['irq']}/smp_affinity_list    # {i['label']}: {i['why']}")
+        lines.append(f"echo {sysc} > /proc/irq/{int(i['irq'])}/smp_affinity_list    # {i['label']}: {i['why']}")
     return lines
 
 
+def _safe(text) -> str:
+    """One printable line (labels come from trace text: a kernel comm may hold any byte)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(text))
+
+
 def apply_script(prop: dict) -> str:
-    body = "\n".join(commands(prop)) or ": # nothing to bind or steer"
-    remarks = "\n".join(f"# {line}" for line in prop["kernel"] + prop["notes"]) or "# (none)"
+    body = "\n".join(_safe(line) for line in commands(prop)) or ": # nothing to bind or steer"
+    remarks = "\n".join(f"# {_safe(line)}" for line in prop["kernel"] + prop["notes"]) or "# (none)"
     return ("#!/bin/sh\n# Written by `stackproof noise hunt`: binds the culprits found to the system CPUs and\n"
             "# steers their IRQs. Persistent form: the hunt-clean profile (profiles.yaml) rendered in rendered/\n"
             "# (systemd CPUAffinity drop-ins, irqbalance ban list, stackproof-corespec).\nset -eu\n"
