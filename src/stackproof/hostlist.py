@@ -4,6 +4,8 @@ import re
 from .errors import StackproofError
 
 MAX_HOSTS = 65536     # a hostlist naming more hosts than this is a typo, not a cluster
+MAX_DIGITS = 18       # host numbers: int() of a 100000-digit string is slow, Python refuses > 4300
+MAX_LENGTH = 65536    # characters in one hostlist expression
 # One host expression, as Slurm writes them: PREFIX[RANGES]SUFFIX or a plain name, where RANGES
 # is N or N-M items separated by commas (zero-padded numbers keep their width).
 _EXPR = re.compile(r"([A-Za-z0-9._-]*)(?:\[([0-9,-]+)\]([A-Za-z0-9._-]*))?")
@@ -38,6 +40,8 @@ def expand(hostlist: str) -> list[str]:
     text = hostlist.strip()
     if not text:
         raise StackproofError("empty hostlist")
+    if len(text) > MAX_LENGTH:
+        raise StackproofError(f"hostlist of {len(text)} characters (more than {MAX_LENGTH})")
     names: list[str] = []
     for part in _split_top(text):
         m = _EXPR.fullmatch(part)
@@ -52,6 +56,9 @@ def expand(hostlist: str) -> list[str]:
             rm = _RANGE.fullmatch(r)
             if not rm:
                 raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}")
+            if max(len(rm.group(1)), len(rm.group(2) or "")) > MAX_DIGITS:
+                raise StackproofError(f"bad range {r[:40]!r} in hostlist {hostlist[:60]!r}: numbers of more "
+                                      f"than {MAX_DIGITS} digits")
             lo, hi = int(rm.group(1)), int(rm.group(2) or rm.group(1))
             if hi < lo:
                 raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}: end before start")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from . import validate
 from .cpulist import format_list, parse_hwloc_bitmap, parse_list
 from .errors import StackproofError
 from .gpu_discovery import fill_from_vendor_tools, pci_gpus_without_backend
@@ -37,6 +38,9 @@ from .yamlfile import read_yaml
 from .paths import nodetypes_dir
 
 SCHEMA = "stackproof-nodetype/1"
+MAX_MEMORY_MB = 1 << 40       # 1 EB: more is a typo
+_PCI_ID = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+_UUID = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 # hwloc OS device types (hwloc_obj_osdev_type_e): 1 = GPU, 5 = co-processor.
 OSDEV_GPU = "1"
@@ -193,6 +197,30 @@ class NodeType:
                 f"({self.cores_per_socket} cores per socket: at least one stays for the application)")
 
     def validate(self, origin: str) -> None:
+        # Every value reaches slurm.conf, gres.conf, file names or Warewulf tags: check its class/range.
+        validate.name(self.name, f"{origin}: name")
+        for what, text in (("arch", self.arch), ("cpu_model", self.cpu_model)):
+            if not isinstance(text, str) or not text.isprintable() or len(text) > 200:
+                raise StackproofError(f"{origin}: {what} {text!r}: must be one printable line (<= 200 characters)")
+        validate.integer(self.memory_mb, f"{origin}: memory_mb", 1, MAX_MEMORY_MB)
+        for n in self.numa:
+            validate.integer(n.os_index, f"{origin}: numa os_index", 0, 4095)
+            validate.integer(n.memory_mb, f"{origin}: numa {n.os_index} memory_mb", 0, MAX_MEMORY_MB)
+        for g in self.gpus:
+            validate.integer(g.index, f"{origin}: gpu index", 0, 1023)
+            if g.vendor not in VISIBLE_DEVICES_VAR:
+                raise StackproofError(f"{origin}: gpu {g.index}: vendor {g.vendor!r}: one of "
+                                      f"{', '.join(VISIBLE_DEVICES_VAR)}")
+            if not isinstance(g.model, str) or not g.model.isprintable() or len(g.model) > 200:
+                raise StackproofError(f"{origin}: gpu {g.index}: model {g.model!r}: must be one printable line")
+            if g.pci_bus_id is not None and not _PCI_ID.fullmatch(str(g.pci_bus_id)):
+                raise StackproofError(f"{origin}: gpu {g.index}: pci_bus_id {g.pci_bus_id!r}: not a PCI address")
+            if g.uuid is not None and not _UUID.fullmatch(str(g.uuid)):
+                raise StackproofError(f"{origin}: gpu {g.index}: uuid {g.uuid!r}: letters, digits and '-' only")
+            for n in g.numa:
+                validate.integer(n, f"{origin}: gpu {g.index} numa", 0, 4095)
+        if len({g.index for g in self.gpus}) != len(self.gpus):
+            raise StackproofError(f"{origin}: gpu indexes repeat: {[g.index for g in self.gpus]}")
         if not self.sockets or not self.sockets[0]:
             raise StackproofError(f"{origin}: node type has no cores")
         if len({len(s) for s in self.sockets}) != 1:

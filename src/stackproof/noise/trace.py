@@ -10,6 +10,7 @@ per sample boundary), so start times are stored implicitly and losslessly.
 """
 from __future__ import annotations
 
+import math
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -115,6 +116,10 @@ def _parse_header(lines: list[str], path: str) -> tuple[dict, list[dict]]:
                 meta[key] = float(meta[key])
     except ValueError as exc:
         raise TraceError(f"{path}: bad number in header: {exc}") from None
+    bad = [k for k in ("ticks_per_second", "calibration_error", "ns_per_iteration", "timer_resolution_ns",
+                       "timer_overhead_ns", "tsc_hz") if k in meta and not math.isfinite(meta[k])]
+    if bad:
+        raise TraceError(f"{path}: header value {bad[0]}={meta[bad[0]]} is not a finite number")
     if meta["nranks"] <= 0 or meta["nsamples"] <= 0 or meta["ticks_per_second"] <= 0:
         raise TraceError(f"{path}: header has nranks={meta['nranks']} nsamples={meta['nsamples']} "
                          f"ticks_per_second={meta['ticks_per_second']}")
