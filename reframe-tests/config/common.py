@@ -1,7 +1,7 @@
 """Settings shared by every system: logging, the results database, modes, check search path."""
 import fcntl
-import getpass
 import os
+import stat
 
 from partitions import default_prefix
 
@@ -10,16 +10,42 @@ os.makedirs(PREFIX, exist_ok=True)
 CHECKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'checks')
 
 
+def private_dir(directory):
+    """Create `directory` mode 0700, or accept it only if it is a real directory (not a symlink)
+    that this user owns and nobody else may write: results must not be readable, truncatable or
+    redirectable by another local user who created the path first."""
+    os.makedirs(os.path.dirname(directory), mode=0o700, exist_ok=True)
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(directory)
+    if stat.S_ISLNK(st.st_mode):
+        raise RuntimeError(f'{directory}: is a symlink; refusing to keep results there (remove it)')
+    if not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError(f'{directory}: not a directory')
+    if st.st_uid != os.geteuid():
+        raise RuntimeError(f'{directory}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); '
+                           'someone else created it: use another path (STACKPROOF_RESULTS_DB)')
+    if st.st_mode & 0o022:
+        raise RuntimeError(f'{directory}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); '
+                           f'chmod 700 it or set STACKPROOF_RESULTS_DB')
+    return directory
+
+
 def results_db():
-    """The SQLite results database. It must be on a filesystem where POSIX locks work (ReFrame
-    hangs at the end of a run otherwise, reframe#3311): local disk by default, checked here."""
-    path = os.environ.get('STACKPROOF_RESULTS_DB') or \
-        f'/var/tmp/stackproof-{getpass.getuser()}/reframe-results.db'
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    """The SQLite results database, in a private directory (private_dir). It must be on a
+    filesystem where POSIX locks work (ReFrame hangs at the end of a run otherwise, reframe#3311):
+    by default $XDG_STATE_HOME/stackproof (~/.local/state/stackproof), checked here."""
+    state = os.environ.get('XDG_STATE_HOME') or os.path.join(os.path.expanduser('~'), '.local', 'state')
+    path = os.environ.get('STACKPROOF_RESULTS_DB') or os.path.join(state, 'stackproof', 'reframe-results.db')
+    directory = private_dir(os.path.dirname(os.path.abspath(path)))
+    if os.path.islink(path):
+        raise RuntimeError(f'results database {path}: is a symlink; refusing to write through it')
     probe = os.path.join(directory, '.stackproof-lock-probe')
     try:
-        with open(probe, 'w') as fh:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, 'w') as fh:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.lockf(fh, fcntl.LOCK_UN)
     except OSError as exc:
