@@ -19,7 +19,7 @@ TEST_TARGETS  :=
 
 -include mk/*.mk
 
-.PHONY: help deps venv build test test-python lint-python acceptance clean
+.PHONY: help deps venv lock-hashes build test test-python lint-python acceptance clean
 help:
 	@echo "make acceptance   install what is missing, bring up the test cluster, run the acceptance suite, write the report"
 	@echo "make test         install what is missing, build, run every test (unit, golden, live cluster)"
@@ -33,9 +33,13 @@ $(VENV)/.installed: pyproject.toml requirements-lock.txt
 	@echo "== python venv $(VENV)"
 	@test -x $(PY) || ./scripts/install-deps.sh  # python3-venv first, on a fresh machine
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-lock.txt
-	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-lock.txt
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
+
+## lock-hashes: re-resolve requirements-lock.txt's pins with the sha256 of every PyPI file (review the diff)
+lock-hashes:
+	@./scripts/lock-hashes.sh
 
 build: deps $(BUILD_TARGETS)
 
