@@ -16,14 +16,17 @@ base=localhost/stackproof/debian12-compute:latest
 podman image exists "$base" || podman load -q -i "$out/debian12-compute.oci.tar" >/dev/null
 ctx=$out/laptop-context
 rm -rf "$ctx" && mkdir -p "$ctx/wheels" "$ctx/images/laptop"
-reframe=$(grep '^reframe-hpc==' "$repo/requirements-lock.txt") || die "requirements-lock.txt pins no reframe-hpc"
-matplotlib=$(grep '^matplotlib==' "$repo/requirements-lock.txt") || die "requirements-lock.txt pins no matplotlib"
+# the pins without their --hash lines: a constraints file with hashes turns on pip's hash mode for
+# every requirement (make venv installs the lock itself with --require-hashes)
+pins=$ctx/requirements-lock.txt
+sed -e 's/ *\\$//' -e '/^ *--hash=/d' -e '/^ *#/d' "$repo/requirements-lock.txt" > "$pins"
+reframe=$(grep '^reframe-hpc==' "$pins") || die "requirements-lock.txt pins no reframe-hpc"
+matplotlib=$(grep '^matplotlib==' "$pins") || die "requirements-lock.txt pins no matplotlib"
 pip=$repo/.venv/bin/pip
 [ -x "$pip" ] || die "no $pip: run make venv"
 # ReFrame and its dependencies as wheels; versions pinned by requirements-lock.txt where it has them
 # (matplotlib: the report's plots; the compute image has no plotting stack)
-"$pip" download -q --only-binary=:all: -c "$repo/requirements-lock.txt" -d "$ctx/wheels" "$reframe" "$matplotlib"
-cp "$repo/requirements-lock.txt" "$ctx/"
+"$pip" download -q --only-binary=:all: -c "$pins" -d "$ctx/wheels" "$reframe" "$matplotlib"
 cp "$repo/images/laptop/entrypoint.sh" "$ctx/images/laptop/"
 # (the stackproof package and its data, reframe-tests/ included, are in the base image)
 image=localhost/stackproof/stackproof-laptop:latest
