@@ -298,7 +298,7 @@ def test_qemu_gets_shared_memory_and_one_vhost_user_fs_per_share(planned, tmp_pa
     items = [share.Share("spk-share", tmp_path / "s"), share.Share("spk-stacks", tmp_path / "t", True)]
     b = boot.NodeBoot(planned[2][0], "tap0", tmp_path / "n01.console.log", tmp_path / "n01.qemu.pid", shares=items)
     cmd = boot.qemu_command(b)
-    assert cmd[:4] == ["ip", "netns", "exec", "spk-vc"]
+    assert cmd[:3] == ["ip", "netns", "exec"] and cmd[3].startswith("spk-vc-")
     assert f"memory-backend-memfd,id=mem,size={boot.MEMORY_MB}M,share=on" in cmd and "memory-backend=mem" in cmd
     assert cmd[cmd.index("-m") + 1] == str(boot.MEMORY_MB), "backend and -m must agree"
     chardevs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-chardev"]

@@ -76,8 +76,12 @@ def write_if_changed(path: Path, data: bytes, mode: int = 0o644) -> bool:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.chmod(tmp, mode)
+    tmp.unlink(missing_ok=True)
+    # created with its final mode (a secret is never readable by others, not even for a moment),
+    # never through a symlink left in its place
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
     tmp.replace(path)
     return True
 
@@ -204,12 +208,16 @@ def overlays(root: Path, rendered: dict[str, dict[str, dict[str, cpio.File]]], d
     for node, parts in rendered.items():
         for part, files in parts.items():
             data = cpio.to_bytes(cpio.overlay_entries(files, dirs))
-            # the system overlay carries the munge key: only root reads it (the HTTP server runs as root)
-            write_if_changed(root / "http" / "overlays" / node / f"{part}.img", data, 0o600)
+            # the system overlay carries the munge key: only root reads it (the HTTP server runs as
+            # root and hands a node's overlays to that node's address alone, httpserve.py)
+            write_if_changed(root / "http" / "overlays" / node / f"{part}.img", data, 0o400)
 
 
-def boot_files(root: Path, nodes: list[VNode], nodes_conf_text: str, boot_script: str,
+def boot_files(root: Path, runtime: Path, nodes: list[VNode], nodes_conf_text: str, boot_script: str,
                node_script) -> Path:
+    """http/nodes.conf, http/ipxe/<mac>.ipxe, and the TFTP root (boot.ipxe) under `runtime`: a
+    root-owned world-traversable directory outside the checkout (head.runtime_dir), because dnsmasq
+    reads it as `nobody`, who cannot traverse a 0700 home or mktemp -d holding the checkout."""
     http = root / "http"
     write_if_changed(http / "nodes.conf", nodes_conf_text.encode())
     keep = set()
@@ -220,7 +228,8 @@ def boot_files(root: Path, nodes: list[VNode], nodes_conf_text: str, boot_script
     for old in (http / "ipxe").glob("*.ipxe"):
         if old.name not in keep:
             old.unlink()
-    tftp = root / "tftp"
+    tftp = runtime / "tftp"
+    tftp.mkdir(mode=0o755, exist_ok=True)
     write_if_changed(tftp / "boot.ipxe", boot_script.encode())
     # dnsmasq drops to nobody for TFTP: world-readable files and directory
     os.chmod(tftp, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..errors import StackproofError
 from . import share
-from .head import NS, alive, read_pid, sh
+from . import head
+from .head import alive, read_pid, sh
 from .nodesconf import VNode
 
 MEMORY_MB = 1536
@@ -80,7 +81,7 @@ def preflight() -> None:
 
 def qemu_command(b: NodeBoot) -> list[str]:
     n = b.node
-    return NS + ["nice", "-n", str(NICE), QEMU, "-name", n.name, "-accel", "tcg,thread=single",
+    return head.ns() + ["nice", "-n", str(NICE), QEMU, "-name", n.name, "-accel", "tcg,thread=single",
                  "-cpu", "max", "-smp", SMP, "-m", str(MEMORY_MB), "-display", "none", "-vga", "none",
                  "-no-reboot", "-netdev", f"tap,id=n0,ifname={b.tap},script=no,downscript=no",
                  "-device", f"virtio-net-pci,netdev=n0,mac={n.hwaddr}", "-boot", "n",

@@ -20,15 +20,14 @@ from pathlib import Path
 from .. import warewulf
 from ..errors import StackproofError
 from ..paths import REPO
-from . import artifacts, boot, head, netboot, nodesconf, overlays, share
+from . import artifacts, boot, head, httpserve, netboot, nodesconf, overlays, share
 from .boot import NodeBoot
 from .nodesconf import HEAD_ADDR
 
 DEFAULT_TIMEOUT = 300.0
 
 
-def root_dir() -> Path:
-    return Path(os.environ.get("STACKPROOF_VCLUSTER_DIR", REPO / "build" / "vcluster")).resolve()
+root_dir = head.root_dir
 
 
 def log(msg: str) -> None:
@@ -56,6 +55,7 @@ def head_slurm_conf(node_conf: str, run: Path, plugstack: Path) -> str:
 class VCluster:
     def __init__(self, root: Path | None = None):
         self.root = root or root_dir()
+        head.select(self.root)
         self.run = self.root / "run"
         self.state_file = self.run / "vcluster.json"
 
@@ -113,8 +113,11 @@ class VCluster:
         for s in shares:
             s.path.mkdir(parents=True, exist_ok=True)
         self._share_image(shares)
-        tftp = artifacts.boot_files(self.root, vnodes, nodesconf.text(conf, spec.path), netboot.boot_script(),
+        tftp = artifacts.boot_files(self.root, head.make_runtime_dir(self.root), vnodes,
+                                    nodesconf.text(conf, spec.path), netboot.boot_script(),
                                     functools.partial(netboot.node_script, extra_initrds=("share.img",)))
+        allow = self.run / "http-allow.json"
+        allow.write_text(json.dumps(httpserve.allow_list(vnodes, ("share.img",)), indent=1) + "\n")
         (self.run / "dnsmasq.conf").write_text(netboot.dnsmasq_conf(vnodes, self.run, tftp))
         etc = self.run / "etc"
         etc.mkdir(exist_ok=True)
@@ -131,7 +134,7 @@ class VCluster:
             # head
             head.make_netns(len(vnodes))
             pids = {"dnsmasq": head.start_dnsmasq(self.run / "dnsmasq.conf", self.run),
-                    "http": head.start_http(self.root, self.run),
+                    "http": head.start_http(self.root, self.run, allow),
                     "munged": head.start_munged(mkey, self.run),
                     "slurmctld": head.start_slurmctld(etc / "slurm.conf", self.run)}
             boots = [NodeBoot(n, f"tap{i}", self.run / f"{n.name}.console.log", self.run / f"{n.name}.qemu.pid",
@@ -268,6 +271,7 @@ class VCluster:
         for sock in self.run.glob("*.socket*"):
             sock.unlink(missing_ok=True)
         share.remove_pidfiles(self.run)
+        head.remove_runtime_dir(self.root)
         if not quiet:
             log(f"down: stopped {len(pids)} processes; namespace {head.NETNS} (bridge, taps) removed")
 
@@ -295,7 +299,7 @@ class VCluster:
                  timeout: float | None = None) -> subprocess.CompletedProcess:
         if not head.netns_exists():
             raise StackproofError("the virtual cluster is not up: stackproof vcluster up")
-        return subprocess.run(head.NS + cmd, env=self.env(), capture_output=capture, text=True, check=False,
+        return subprocess.run(head.ns() + cmd, env=self.env(), capture_output=capture, text=True, check=False,
                               timeout=timeout)
 
     def console(self, node: str, lines: int) -> str:

@@ -1,12 +1,20 @@
-"""The head node: one network namespace (`spk-vc`) holding a bridge, one tap per node, dnsmasq
-(DHCP + TFTP), an HTTP server for the artifacts, munged, slurmctld and the nodes' virtiofsd. Nothing listens outside the
-namespace. Every process the head starts lives in the namespace, so `down` finds them all with
-`ip netns pids` (QEMU included) and then deletes the namespace, which removes bridge and taps.
+"""The head node: one network namespace (`spk-vc-<id>`) holding a bridge, one tap per node, dnsmasq
+(DHCP + TFTP), an HTTP server for the artifacts (httpserve.py), munged, slurmctld and the nodes'
+virtiofsd. Nothing listens outside the namespace. Every process the head starts lives in the
+namespace, so `down` finds them all with `ip netns pids` (QEMU included) and then deletes the
+namespace, which removes bridge and taps.
+
+One cluster per root directory: <id> is derived from the root's path, so two checkouts (or two
+STACKPROOF_VCLUSTER_DIR) run side by side; bridge, taps and the 10.77.0.0/24 subnet live inside
+each namespace and never meet, and each `down` deletes only its own namespace and runtime dir.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -14,11 +22,64 @@ from pathlib import Path
 
 from ..cluster.procs import alive, read_pid  # noqa: F401 - one process helper (boot.py imports them here)
 from ..errors import StackproofError
+from ..paths import REPO
 from .netboot import BRIDGE, HTTP_PORT
 from .nodesconf import HEAD_ADDR, NETWORK
 
-NETNS = "spk-vc"
-NS = ["ip", "netns", "exec", NETNS]
+NETNS_PREFIX = "spk-vc-"
+RUNTIME_BASE = Path("/run/stackproof")
+
+
+def root_dir() -> Path:
+    return Path(os.environ.get("STACKPROOF_VCLUSTER_DIR", REPO / "build" / "vcluster")).resolve()
+
+
+def cluster_id(root: Path) -> str:
+    return hashlib.sha1(str(Path(root).resolve()).encode()).hexdigest()[:8]
+
+
+NETNS = NETNS_PREFIX + cluster_id(root_dir())
+
+
+def select(root: Path) -> None:
+    """Act on the cluster of `root` (its namespace) from now on."""
+    global NETNS
+    NETNS = NETNS_PREFIX + cluster_id(root)
+
+
+def ns() -> list[str]:
+    return ["ip", "netns", "exec", NETNS]
+
+
+def runtime_dir(root: Path) -> Path:
+    """/run/stackproof/vcluster-<id>: what dnsmasq serves (it drops to `nobody`, who may not be able to
+    traverse the checkout: a 0700 home or mktemp -d). Root-owned, world-traversable, nothing secret."""
+    return RUNTIME_BASE / f"vcluster-{cluster_id(root)}"
+
+
+def make_runtime_dir(root: Path) -> Path:
+    """Create (or check) RUNTIME_BASE and runtime_dir(root): real directories, owned by us, mode 0755
+    (never followed through a symlink another user planted)."""
+    out = runtime_dir(root)
+    for d in (RUNTIME_BASE, out):
+        try:
+            os.mkdir(d, 0o755)
+        except FileExistsError:
+            pass
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise StackproofError(f"{d}: not a directory owned by uid {os.geteuid()} and writable by it alone "
+                                  f"(a symlink, or someone else's): remove it")
+        os.chmod(d, 0o755)
+    return out
+
+
+def remove_runtime_dir(root: Path) -> None:
+    shutil.rmtree(runtime_dir(root), ignore_errors=True)
+    try:
+        RUNTIME_BASE.rmdir()        # only when empty (no other cluster)
+    except OSError:
+        pass
 
 
 def sh(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -44,19 +105,19 @@ def make_netns(taps: int) -> None:
     solicitations at once), one tap per node. Idempotent."""
     if not netns_exists():
         sh(["ip", "netns", "add", NETNS])
-    sh(NS + ["ip", "link", "set", "lo", "up"])
-    links = sh(NS + ["ip", "-o", "link", "show"]).stdout
+    sh(ns() + ["ip", "link", "set", "lo", "up"])
+    links = sh(ns() + ["ip", "-o", "link", "show"]).stdout
     if f" {BRIDGE}:" not in links:
-        sh(NS + ["ip", "link", "add", BRIDGE, "type", "bridge"])
-        sh(NS + ["ip", "addr", "add", f"{HEAD_ADDR}/{NETWORK.prefixlen}", "dev", BRIDGE])
-        sh(NS + ["ip", "-6", "addr", "add", "fd77::1/64", "dev", BRIDGE])
-        sh(NS + ["ip", "link", "set", BRIDGE, "up"])
+        sh(ns() + ["ip", "link", "add", BRIDGE, "type", "bridge"])
+        sh(ns() + ["ip", "addr", "add", f"{HEAD_ADDR}/{NETWORK.prefixlen}", "dev", BRIDGE])
+        sh(ns() + ["ip", "-6", "addr", "add", "fd77::1/64", "dev", BRIDGE])
+        sh(ns() + ["ip", "link", "set", BRIDGE, "up"])
     for i in range(taps):
         tap = f"tap{i}"
         if f" {tap}:" not in links:
-            sh(NS + ["ip", "tuntap", "add", "dev", tap, "mode", "tap"])
-            sh(NS + ["ip", "link", "set", tap, "master", BRIDGE])
-            sh(NS + ["ip", "link", "set", tap, "up"])
+            sh(ns() + ["ip", "tuntap", "add", "dev", tap, "mode", "tap"])
+            sh(ns() + ["ip", "link", "set", tap, "master", BRIDGE])
+            sh(ns() + ["ip", "link", "set", tap, "up"])
 
 
 def start_dnsmasq(conf: Path, run: Path) -> int:
@@ -64,17 +125,19 @@ def start_dnsmasq(conf: Path, run: Path) -> int:
     if alive(pid):
         os.kill(pid, signal.SIGTERM)
         _wait_gone([pid])
-    sh(NS + ["dnsmasq", f"--conf-file={conf}"])
+    sh(ns() + ["dnsmasq", f"--conf-file={conf}"])
     return _wait_pidfile(run / "dnsmasq.pid", "dnsmasq", run / "dnsmasq.log")
 
 
-def start_http(root: Path, run: Path) -> int:
+def start_http(root: Path, run: Path, allow: Path) -> int:
+    """The artifacts server (httpserve.py): only the files `allow` lists, each to the nodes it names."""
     pid = read_pid(run / "http.pid")
     if alive(pid):
-        return pid
+        os.kill(pid, signal.SIGTERM)       # the allow list may have changed
+        _wait_gone([pid])
     log = open(run / "http.log", "ab")
-    proc = subprocess.Popen(NS + [sys.executable, "-m", "http.server", str(HTTP_PORT), "--bind", HEAD_ADDR,
-                                  "--directory", str(root / "http")],
+    proc = subprocess.Popen(ns() + [sys.executable, "-m", "stackproof.vcluster.httpserve", "--bind", HEAD_ADDR,
+                                  "--port", str(HTTP_PORT), "--root", str(root / "http"), "--allow", str(allow)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     (run / "http.pid").write_text(f"{proc.pid}\n")
     return proc.pid
@@ -85,7 +148,7 @@ def start_virtiofsd(cmd: list[str], socket: Path, logfile: Path, timeout: float 
     (QEMU connects to it at start)."""
     socket.unlink(missing_ok=True)
     log = open(logfile, "ab")
-    proc = subprocess.Popen(NS + cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(ns() + cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + timeout
     while not socket.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -100,7 +163,7 @@ def start_munged(key: Path, run: Path) -> int:
     pid = read_pid(run / "munged.pid")
     if alive(pid):
         return pid
-    sh(NS + ["/usr/sbin/munged", "--force", f"--socket={run}/munge.socket", f"--key-file={key}",
+    sh(ns() + ["/usr/sbin/munged", "--force", f"--socket={run}/munge.socket", f"--key-file={key}",
              f"--pid-file={run}/munged.pid", f"--log-file={run}/munged.log", f"--seed-file={run}/munged.seed"])
     return _wait_pidfile(run / "munged.pid", "munged", run / "munged.log")
 
@@ -111,7 +174,7 @@ def start_slurmctld(conf: Path, run: Path) -> int:
     if alive(pid):
         os.kill(pid, signal.SIGTERM)
         _wait_gone([pid])
-    sh(NS + ["unshare", "--uts", "sh", "-c", f"hostname head && exec /usr/sbin/slurmctld -c -f {conf}"])
+    sh(ns() + ["unshare", "--uts", "sh", "-c", f"hostname head && exec /usr/sbin/slurmctld -c -f {conf}"])
     return _wait_pidfile(run / "slurmctld.pid", "slurmctld", run / "slurmctld.log")
 
 
