@@ -202,8 +202,9 @@ class VCluster:
 
     def _munge_key(self) -> Path:
         key = self.root / "cache" / "munge.key"
+        key.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(key.parent, 0o700)      # cache/ also holds wwctl's rendered overlays (the key inside)
         if not key.is_file():
-            key.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
             with os.fdopen(fd, "wb") as fh:
                 data = os.urandom(1024)
