@@ -34,7 +34,37 @@ def vc(*args, timeout=600, check=True) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def private_root():
+    """The cluster's root directory inside a 0700 `mktemp -d`, as in a clone under a private home or
+    a CI scratch folder (issue 28 case 9: dnsmasq, which drops to `nobody`, could not read its TFTP
+    files there). The download cache and the packed image are shared with the checkout's default
+    root through symlinks, so this costs no extra download or repack."""
+    import shutil
+    import tempfile
+    from stackproof.paths import REPO
+    from stackproof.vcluster import head
+    private = Path(tempfile.mkdtemp(prefix="spk-vc-private-"))
+    assert private.stat().st_mode & 0o777 == 0o700
+    default = REPO / "build" / "vcluster"
+    root = private / "vcluster"
+    for rel in ("cache", "http/images"):
+        (default / rel).mkdir(parents=True, exist_ok=True)
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).symlink_to(default / rel)
+    saved = os.environ.get("STACKPROOF_VCLUSTER_DIR")
+    os.environ["STACKPROOF_VCLUSTER_DIR"] = str(root)
+    head.select(root)
+    yield root
+    if saved is None:
+        os.environ.pop("STACKPROOF_VCLUSTER_DIR", None)
+    else:
+        os.environ["STACKPROOF_VCLUSTER_DIR"] = saved
+    head.select(head.root_dir())
+    shutil.rmtree(private, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(private_root):
     from stackproof.vcluster import head
     from stackproof.vcluster.boot import preflight
     if os.geteuid() != 0:
@@ -165,6 +195,7 @@ def test_down_leaves_nothing(cluster):
     assert vc("status", check=False).returncode == 1
     assert "spk-vc" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not list(Path("/run/netns").glob("spk-vc*"))
+    assert not head.runtime_dir(head.root_dir()).exists(), "runtime dir left"
     from stackproof.vcluster import share
     assert not share.leftover_pidfiles(Path(st["nodes"]["n01"]["console"]).parent), "virtiofsd pid files left"
     assert not list(Path(st["nodes"]["n01"]["console"]).parent.glob("*.socket"))
