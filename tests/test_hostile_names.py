@@ -93,8 +93,8 @@ def test_script_runs_hostile_list_entries_as_data(tmp_path):
     nt = load("pascal")
     root = tmp_path / "root"
     write_tree(render(nt, plan(nt, "corespec"), Site(cluster_name="t", nodes=["x"])), root)
-    with open(root / corespec.PROCESSES, "a") as fh:
-        fh.write("$(touch pwned)\n`touch pwned`\na;touch pwned\n$(touch pwned2)x\n")
+    # only hostile lines: `apply` must not re-pin this host's real daemons as a side effect
+    (root / corespec.PROCESSES).write_text("$(touch pwned)\n`touch pwned`\na;touch pwned\n$(touch pwned2)x\n")
     procs = [_named_process(n) for n in ("$(touch pwned)", "`touch pwned`", "a;touch pwned")]
     try:
         for action in ("list", "check", "apply"):
