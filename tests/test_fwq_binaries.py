@@ -133,9 +133,16 @@ def test_injector_reports_achieved_duty_cycle():
     rep = json.loads(p.stdout)
     cpu = rep["cpus"][0]
     assert rep["target_duty_cycle"] == pytest.approx(0.1)
-    assert cpu["events"] == pytest.approx(25, abs=3)
-    assert rep["duty_cycle"] == pytest.approx(0.1, rel=0.2)
-    assert cpu["busy_s"] == pytest.approx(cpu["events"] * 0.002, rel=0.1)
+    # By the injector's own schedule (20 ms slots from a random phase to the 0.5 s deadline): every slot
+    # is an event or counted missed; a SCHED_FIFO burst misses one only when the machine under it stops
+    # for a whole slot. (Before the injector set its schedule after its threads were ready, a thread
+    # that waited ~0.5 s for a CPU on a loaded machine started past its deadline: 1 event, 24 missed.)
+    slots = cpu["events"] + cpu["missed"]
+    assert 23 <= slots <= 26 and cpu["events"] >= slots - 3, cpu
+    # each event spins its 2 ms at least (preemption only adds); the duty cycle is what was spun
+    assert cpu["busy_s"] >= cpu["events"] * 0.002 * 0.999
+    assert rep["duty_cycle"] == pytest.approx(cpu["busy_s"] / cpu["elapsed_s"], rel=1e-3)
+    assert rep["duty_cycle"] >= 0.1 * cpu["events"] / 25 * 0.95
     assert cpu["cpu_s"] <= cpu["busy_s"] * 1.1 + 0.002  # thread CPU time: bursts + wake-up overhead
 
 
