@@ -194,3 +194,10 @@ def test_the_checker_finds_a_circle_and_an_upward_import(tmp_path):
 def _report_stale(entries, what):
     if entries:
         warnings.warn(pytest.PytestWarning(f"{what} that no longer occur (remove them): {entries}"))
+
+
+def test_the_order_is_the_one_docs_architecture_md_states():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    stated = [line for line in text.splitlines() if line.startswith("basics < ")]
+    assert len(stated) == 1, "docs/architecture.md states the layer order on one line 'basics < ...'"
+    assert stated[0].split(" < ") == [name for name, _ in LAYERS]
