@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import require_tools
+from conftest import require_files, require_tools
 from signatures import MARGIN, SOURCE_FILL, describe, fill
 from stackproof import noise
 from stackproof.noise.run import binary, build_dir, mpi_env, mpirun_launcher, run_fwq, shielded
@@ -104,8 +104,7 @@ def test_fwq_th_oversubscribe_flag_allows_more_threads(tmp_path):
 
 def test_mpi_run_two_ranks_one_per_core(tmp_path):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built (no MPI found by CMake)")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     n = min(2, NCPUS)
     t = run_fwq(tmp_path / "mpi.dat", 200, launcher=mpirun_launcher(n), work=5000)
     assert t.nranks == n and t.meta["program"] == "fwq-mpi" and t.meta["mode"] == "mpi"
@@ -115,8 +114,7 @@ def test_mpi_run_two_ranks_one_per_core(tmp_path):
 
 def test_mpi_refuses_more_ranks_than_cores(tmp_path):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     cmd = mpirun_launcher(NCPUS + 1, oversubscribe=True) + [binary("fwq-mpi"), "-n", "10", "-w", "10",
                                                              "-o", tmp_path / "x.dat"]
     p = run(cmd)
@@ -172,8 +170,7 @@ def test_injector_rejects_bad_input(args, message):
 
 def test_selfish_signal_mode_disturbs_only_chosen_rank(tmp_path, capsys):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     from stackproof.cli import main
     out = tmp_path / "sig.dat"
     n = min(2, NCPUS)

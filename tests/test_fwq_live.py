@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 
-from conftest import require_root
+from conftest import require_cpus, require_root
 from stackproof import noise
 from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq, shielded
 from signatures import MARGIN, SOURCE_FILL, describe_grid, grid_fill
@@ -84,8 +84,7 @@ PERIOD_MS, DURATION_US = 100.0, 2500.0
 def shared_core_run(request, tmp_path_factory):
     """Two ranks on CPUs 0 and 1, the injector on CPU 0 (noise shares a core with the application)."""
     require_root()
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs 2 CPUs")
+    require_cpus(2)
     if not _available(request.param):
         pytest.skip(f"launcher {request.param} or its fwq binary is not available")
     if request.param == "srun":
