@@ -14,6 +14,7 @@ build/fwq/live-results.json.
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -85,6 +86,10 @@ def shared_core_run(request, tmp_path_factory):
     """Two ranks on CPUs 0 and 1, the injector on CPU 0 (noise shares a core with the application)."""
     require_root()
     require_cpus(2)
+    # the injector's bursts must preempt like a kernel thread: SCHED_FIFO, checked before it runs (a
+    # cgroup without realtime budget refuses it; the injector would then report policy "other")
+    if subprocess.run(["chrt", "-f", "10", "true"], capture_output=True).returncode != 0:
+        pytest.skip("SCHED_FIFO is refused here (chrt -f 10 true failed): the injector would not preempt")
     if not _available(request.param):
         pytest.skip(f"launcher {request.param} or its fwq binary is not available")
     if request.param == "srun":
