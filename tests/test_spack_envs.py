@@ -377,3 +377,10 @@ def test_install_cli_bad_input():
     assert r.returncode == 2 and "--scope" in r.stderr and "Traceback" not in r.stderr
     r = cli("install", "nosuchenv", "--scope", "/tmp")
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
+
+
+def test_old_spack_check_command_names_the_new_verbs():
+    r = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack-check", "--install", "laptop"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "`spack-check` is now `stackproof spack lint|check|lock|mirror|install" in r.stderr
