@@ -44,6 +44,11 @@ struct injector {
     int pinned, policy_ok, policy_errno;
 };
 
+/* Every thread pins itself and switches to SCHED_FIFO, then the schedule (first event, deadline) is
+ * set: on a loaded machine a freshly created (not yet FIFO) thread can wait half a second for a CPU,
+ * and a schedule fixed before that would start in the past, its slots all counted as missed. */
+static pthread_barrier_t ready, scheduled;
+
 static void sleep_until(uint64_t t)
 {
     struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
@@ -65,6 +70,8 @@ static void *injector_main(void *arg)
         in->policy_errno = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
         in->policy_ok = in->policy_errno == 0;
     }
+    pthread_barrier_wait(&ready);
+    pthread_barrier_wait(&scheduled);    /* main has set first_ns and deadline_ns */
     in->start_ns = now_ns(CLOCK_MONOTONIC);
     uint64_t cpu_start = now_ns(CLOCK_THREAD_CPUTIME_ID);
     uint64_t next = in->first_ns;
@@ -166,25 +173,31 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    /* first event: phase 0 of the period, on the realtime grid (--sync) or at a random phase */
-    uint64_t mono = now_ns(CLOCK_MONOTONIC), real = now_ns(CLOCK_REALTIME);
-    uint64_t phase_wait;
-    if (sync_start) phase_wait = period_ns - real % period_ns;
-    else { srand(seed); phase_wait = (uint64_t)((double)rand() / RAND_MAX * (double)period_ns); }
-    uint64_t base = mono + phase_wait + 1000000; /* +1 ms so every thread is ready in time */
-    uint64_t deadline = seconds > 0 ? mono + (uint64_t)(seconds * 1e9) : 0;
-
     struct injector *in = calloc((size_t)k, sizeof *in);
+    pthread_barrier_init(&ready, NULL, (unsigned)k + 1);
+    pthread_barrier_init(&scheduled, NULL, (unsigned)k + 1);
     for (int j = 0; j < k; j++) {
         in[j] = (struct injector){.cpu = floating ? -1 : cpus[j], .fifo = fifo, .period_ns = period_ns,
-                                  .duration_ns = duration_ns,
-                                  .first_ns = base + ((uint64_t)j * duration_ns) % period_ns,
-                                  .deadline_ns = deadline};
+                                  .duration_ns = duration_ns};
         if (pthread_create(&in[j].thread, NULL, injector_main, &in[j]) != 0) {
             fprintf(stderr, "fwq-noise: cannot start thread for CPU %d\n", cpus[j]);
             return FWQ_EXIT_RUNTIME;
         }
     }
+    pthread_barrier_wait(&ready);
+
+    /* first event: phase 0 of the period, on the realtime grid (--sync) or at a random phase */
+    uint64_t mono = now_ns(CLOCK_MONOTONIC), real = now_ns(CLOCK_REALTIME);
+    uint64_t phase_wait;
+    if (sync_start) phase_wait = period_ns - real % period_ns;
+    else { srand(seed); phase_wait = (uint64_t)((double)rand() / RAND_MAX * (double)period_ns); }
+    uint64_t base = mono + phase_wait + 1000000; /* +1 ms: every thread is past the barrier by then */
+    uint64_t deadline = seconds > 0 ? mono + (uint64_t)(seconds * 1e9) : 0;
+    for (int j = 0; j < k; j++) {
+        in[j].first_ns = base + ((uint64_t)j * duration_ns) % period_ns;
+        in[j].deadline_ns = deadline;
+    }
+    pthread_barrier_wait(&scheduled);
     for (int j = 0; j < k; j++) pthread_join(in[j].thread, NULL);
 
     FILE *out = report_path ? fopen(report_path, "w") : stdout;

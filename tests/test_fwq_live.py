@@ -14,10 +14,11 @@ build/fwq/live-results.json.
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
-from conftest import require_root
+from conftest import require_cpus, require_root
 from stackproof import noise
 from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq, shielded
 from signatures import MARGIN, SOURCE_FILL, describe_grid, grid_fill
@@ -84,8 +85,11 @@ PERIOD_MS, DURATION_US = 100.0, 2500.0
 def shared_core_run(request, tmp_path_factory):
     """Two ranks on CPUs 0 and 1, the injector on CPU 0 (noise shares a core with the application)."""
     require_root()
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs 2 CPUs")
+    require_cpus(2)
+    # the injector's bursts must preempt like a kernel thread: SCHED_FIFO, checked before it runs (a
+    # cgroup without realtime budget refuses it; the injector would then report policy "other")
+    if subprocess.run(["chrt", "-f", "10", "true"], capture_output=True).returncode != 0:
+        pytest.skip("SCHED_FIFO is refused here (chrt -f 10 true failed): the injector would not preempt")
     if not _available(request.param):
         pytest.skip(f"launcher {request.param} or its fwq binary is not available")
     if request.param == "srun":

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from conftest import require_files, require_module
 from stackproof.paths import REPO
 
 BUILD = REPO / "build" / "mpibind"
@@ -20,12 +21,12 @@ CLI = BUILD / "bin" / "mpibind"
 
 @pytest.fixture(scope="module")
 def mpibind():
-    try:
-        import mpibind as module
-        module.load_library()
-    except Exception as exc:  # not built/installed yet
-        pytest.skip(f"mpibind binding not usable ({exc}): run `make mpibind-build` "
-                    "or set MPIBIND_LIBRARY and PYTHONPATH=build/mpibind/python")
+    """The installed binding. Only its absence skips (checked before importing it); an import or
+    library load that fails is the code under test failing."""
+    require_module("mpibind", "run `make mpibind-build`, or set MPIBIND_LIBRARY and "
+                   "PYTHONPATH=build/mpibind/python")
+    import mpibind as module
+    module.load_library()
     return module
 
 
@@ -47,7 +48,9 @@ def _case_kwargs(case):
 def test_predicts_reference_mapping(mpibind, shared, golden, name):
     data = golden(name)
     with mpibind.Topology(shared / data["topology"]["file"]) as topo:
-        for case in data["cases"][::7]:
+        cases = data["cases"][::7]
+        assert len(cases) >= 2, f"{name}: {len(data['cases'])} golden cases"
+        for case in cases:
             tasks = mpibind.mapping(case["params"]["ntasks"], topology=topo, **_case_kwargs(case))
             got = [{k: t[k] for k in ("task", "nthreads", "cpus", "gpus", "gpus_pci")}
                    for t in tasks]
@@ -116,8 +119,7 @@ def test_wrong_mpibind_library_fails_loudly(mpibind):
 
 
 def test_cli_json_matches_binding(mpibind, shared):
-    if not CLI.exists():
-        pytest.skip(f"{CLI} not built: run `make mpibind-build`")
+    require_files(CLI, hint="make mpibind-build")
     xml = shared / "topologies" / "mpibind__eas-tioga.xml"
     out = subprocess.run([str(CLI), "--topology", str(xml), "--ntasks", "6", "--nthreads", "3",
                           "--json"], capture_output=True, text=True, check=True)

@@ -1,4 +1,5 @@
 """Live test of the mpibind SPANK plugin on the local Slurm test cluster (issue 4, item 6)."""
+import importlib.util
 import re
 
 import pytest
@@ -7,7 +8,9 @@ from stackproof import cluster as cl
 from stackproof.cpulist import parse_list
 from stackproof.nodetype import from_host
 
-mpibind = pytest.importorskip("mpibind", reason="mpibind Python binding not installed (make mpibind-build)")
+if importlib.util.find_spec("mpibind") is None:     # checked before importing: a failing import is an error
+    pytest.skip("mpibind Python binding not installed (make mpibind-build)", allow_module_level=True)
+import mpibind  # noqa: E402
 
 pytestmark = pytest.mark.live
 LOCAL = from_host()
@@ -45,6 +48,7 @@ def test_plugin_binds_each_task_to_what_the_library_predicts(mpibind_cluster):
     assert "mpibind: task" in proc.stderr + proc.stdout  # verbose mapping printed
     predicted = mpibind.mapping(n)
     assert sorted(rows) == list(range(n))
+    assert sorted(t["task"] for t in predicted) == list(range(n))      # the loop below sees every task
     for t in predicted:
         got = rows[t["task"]]
         assert got["cpus"] == parse_list(t["cpus"]), f"task {t['task']}"
@@ -59,6 +63,8 @@ def test_plugin_keeps_out_of_the_system_cores_under_corespec(mpibind_cluster):
     app, system = parse_list(st.app_cpus), parse_list(st.system_cpus)
     rows, _ = tasks_report(c, f"-n{len(app)}", "--mpibind=on")
     predicted = mpibind.mapping(len(app), restrict_ids=st.app_cpus, restrict_type="cpu")
+    assert app and sorted(rows) == list(range(len(app)))
+    assert sorted(t["task"] for t in predicted) == list(range(len(app)))
     for t in predicted:
         assert rows[t["task"]]["cpus"] == parse_list(t["cpus"])
         assert not rows[t["task"]]["cpus"] & system

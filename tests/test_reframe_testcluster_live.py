@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
+from conftest import require_files
 from stackproof import cluster as cl
 from stackproof.paths import REPO
-from stackproof.stacks import StackError
+from stackproof.stacks import load_stack
 from stackproof.stacks.preflight import ensure_ready
 from stackproof.report import build, load_run
 
@@ -22,10 +23,8 @@ def testcluster_run(live_cluster, tmp_path_factory):
     plugin = cl.find_mpibind_plugin()
     if plugin is None:
         pytest.skip("mpibind SPANK plugin not built (make mpibind-build)")
-    try:
-        ensure_ready(["commodity"], "slurm")
-    except StackError as exc:
-        pytest.skip(f"commodity stack not ready (make stacks): {exc}")
+    require_files(load_stack("commodity").benchmark("probe"), hint="make stacks")
+    ensure_ready(["commodity"], "slurm")     # built but not ready: the preflight's finding is a failure
     live_cluster.up(cl.Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))
     tmp = tmp_path_factory.mktemp("rfm-testcluster")
     report = tmp / "report.json"

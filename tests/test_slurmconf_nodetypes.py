@@ -51,7 +51,9 @@ def test_tioga_amd_gcds_spread_over_numa_domains():
 
 
 def test_robustness_topologies_load_and_drm_devices_are_not_gpus(shared):
-    for xml in sorted((shared / "topologies" / "robustness").glob("*.xml")):
+    xmls = sorted((shared / "topologies" / "robustness").glob("*.xml"))
+    assert len(xmls) >= 4, f"expected the 4 robustness topologies in {shared / 'topologies' / 'robustness'}"
+    for xml in xmls:
         nt = nodetype.from_xml(xml, ignore_pci_gpus=True)   # their GPUs are PCI-only: test_nodetype_gpu.py
         assert nt.num_cpus > 0
         assert nt.gpus == [], f"{xml.name}: DRM devices (card0, renderD128) must not count as GPUs"

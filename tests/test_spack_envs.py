@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackproof import spackcheck, spackrun
+from stackproof.spack import check as spack_check, driver, install as spack_install, lock as spack_lock
+from stackproof.spack import mirror as spack_mirror, pins as spack_pins
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
 
@@ -23,7 +24,7 @@ RECIPES = ENVS / "repo" / "spack_repo" / "stackproof" / "packages"
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "spack-check", *args],
+    return subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", *args],
                           capture_output=True, text=True, env=env, cwd=REPO)
 
 
@@ -53,7 +54,7 @@ def edit_lock(envs_dir, name, fn):
 
 
 def errors_of(envs_dir, envs=None):
-    return spackcheck.consistency_check(envs_dir, envs, verify_tarball=False)[0]
+    return spack_check.consistency_check(envs_dir, envs, verify_tarball=False)[0]
 
 
 # ---- the committed tree ----------------------------------------------------------------------
@@ -75,12 +76,12 @@ def test_pins():
 
 
 def test_committed_tree_is_consistent():
-    errors, notes = spackcheck.consistency_check(ENVS)
+    errors, notes = spack_check.consistency_check(ENVS)
     assert errors == []
 
 
 def test_every_locked_env_has_a_lock_made_by_the_pinned_spack():
-    for name in spackcheck.locked_on_host(PINS):
+    for name in spack_pins.locked_on_host(PINS):
         lock = json.loads((ENVS / name / "spack.lock").read_text())
         assert lock["spack"]["commit"] == PINS["spack"]["commit"], name
         assert lock["_meta"]["file-type"] == "spack-lockfile"
@@ -88,7 +89,7 @@ def test_every_locked_env_has_a_lock_made_by_the_pinned_spack():
 
 def test_release_tarball_matches_pins():
     rel = PINS["stackproof_release"]
-    sha = spackcheck.release_tarball_sha256(rel["commit"], rel["version"])
+    sha = spack_pins.release_tarball_sha256(rel["commit"], rel["version"])
     if sha is None:
         pytest.skip(f"commit {rel['commit'][:12]} is not in this clone (shallow?): tarball not checked")
     assert sha == rel["sha256"]
@@ -100,7 +101,7 @@ EXTENSIONS = ("reframe", "osu_micro_benchmarks", "amg2023")    # builtin's recip
 def test_every_recipe_is_checked():
     assert {p.parent.name for p in RECIPES.glob("*/package.py")} == \
         {"fwq_mpi", "stackproof_mpibind", "py_stackproof", *EXTENSIONS}
-    assert sorted(p.replace("-", "_") for p in spackrun.OUR_PACKAGES) == \
+    assert sorted(p.replace("-", "_") for p in driver.OUR_PACKAGES) == \
         sorted(p.parent.name for p in RECIPES.glob("*/package.py"))
 
 
@@ -163,7 +164,7 @@ def test_site_file_leaves_mpi_buildable(site):
 # ---- what the consistency check catches --------------------------------------------------------
 
 def test_normal_form_ignores_what_spack_normalises():
-    nf = spackcheck.normal_form
+    nf = spack_check.normal_form
     assert nf("hypre@2.33.0 +mpi") == nf("hypre@2.33.0+mpi")
     assert nf("ucx@1.19.0 +verbs +rc") == nf("ucx@1.19.0+rc+verbs")
     assert nf("amg2023@develop +mpi commit=ab") == nf("amg2023@develop+mpi commit=ab")
@@ -221,23 +222,23 @@ def test_missing_lock_is_an_error_except_for_image_locked_envs(envs_copy):
 
 
 def test_cli_ok_and_bad_input(tmp_path, envs_copy):
-    r = cli(env=no_spack_env())
+    r = cli("lint", env=no_spack_env())
     assert r.returncode == 0, r.stderr
     assert "consistent:" in r.stdout
-    r = cli("--envs-dir", str(tmp_path))
+    r = cli("lint", "--envs-dir", str(tmp_path))
     assert r.returncode == 1 and "pins.yaml not found" in r.stderr and "Traceback" not in r.stderr
-    r = cli("--env", "nosuchenv")
+    r = cli("lint", "--env", "nosuchenv")
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
     (envs_copy / "vendor" / "spack.yaml").write_text("spack: [unclosed\n")
-    r = cli("--envs-dir", str(envs_copy), "--env", "vendor")
+    r = cli("lint", "--envs-dir", str(envs_copy), "--env", "vendor")
     assert r.returncode == 1 and "vendor" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_cli_without_spack_root_skips_with_the_reason():
-    r = cli("--spack", "--skip-missing", env=no_spack_env())
+    r = cli("check", "--skip-missing", env=no_spack_env())
     assert r.returncode == 0, r.stderr
     assert "Spack checks SKIPPED: set SPACK_ROOT" in r.stdout
-    r = cli("--spack", env=no_spack_env())
+    r = cli("check", env=no_spack_env())
     assert r.returncode == 1 and "SPACK_ROOT" in r.stderr
 
 
@@ -268,7 +269,7 @@ def fake_root(tmp_path, monkeypatch):
 
 
 def test_scopes_rank_below_the_environment(fake_root, tmp_path):
-    spack = spackrun.Spack(PINS, tmp_path / "w", offline=False)
+    spack = driver.Spack(PINS, tmp_path / "w", offline=False)
     env = spack.scopes(ENVS / "site" / "debian12" / "packages.yaml")
     user, system = Path(env["SPACK_USER_CONFIG_PATH"]), Path(env["SPACK_SYSTEM_CONFIG_PATH"])
     # repos merged (no 'repos::'), so the environment's own stackproof repo is kept
@@ -285,34 +286,34 @@ def test_scopes_rank_below_the_environment(fake_root, tmp_path):
 def test_checkout_with_its_own_config_is_refused(fake_root, tmp_path):
     (fake_root / "etc" / "spack" / "site" / "packages.yaml").write_text("packages: {}\n")
     with pytest.raises(StackproofError, match="carries its own configuration"):
-        spackrun.Spack(PINS, tmp_path / "w", offline=False)
+        driver.Spack(PINS, tmp_path / "w", offline=False)
 
 
 def test_missing_builtin_is_clear(fake_root, tmp_path, monkeypatch):
     monkeypatch.setenv("SPACK_PACKAGES_ROOT", str(tmp_path / "nowhere"))
     with pytest.raises(StackproofError, match="SPACK_PACKAGES_ROOT"):
-        spackrun.Spack(PINS, tmp_path / "w", offline=False)
+        driver.Spack(PINS, tmp_path / "w", offline=False)
 
 
 def test_mirror_holds_the_release_under_spack_names(tmp_path):
     rel = PINS["stackproof_release"]
-    if spackcheck.release_tarball_sha256(rel["commit"], rel["version"]) is None:
+    if spack_pins.release_tarball_sha256(rel["commit"], rel["version"]) is None:
         pytest.skip(f"commit {rel['commit'][:12]} is not in this clone (shallow?)")
-    spackrun.write_mirror(ENVS, PINS, tmp_path / "m")
+    spack_mirror.write_mirror(ENVS, PINS, tmp_path / "m")
     for pkg in rel["packages"]:
         alias = tmp_path / "m" / pkg / f"{pkg}-{rel['version']}.tar"
         assert alias.resolve() == (tmp_path / "m" / "_source-cache" / "archive" / rel["sha256"][:2] /
                                    f"{rel['sha256']}.tar")
 
 
-@pytest.mark.parametrize("name", spackcheck.locked_on_host(PINS))
+@pytest.mark.parametrize("name", spack_pins.locked_on_host(PINS))
 def test_committed_locks_are_in_canonical_order(tmp_path, name):
     """Spack orders roots and specs differently from run to run (same hashes): the committed bytes
     must not depend on that, so the same inputs give the same file."""
     committed = (ENVS / name / "spack.lock").read_text()
     lock = json.loads(committed)
     shuffled = dict(lock, roots=lock["roots"][::-1], concrete_specs=dict(reversed(lock["concrete_specs"].items())))
-    spackrun.write_lock(shuffled, tmp_path / "spack.lock")
+    spack_lock.write_lock(shuffled, tmp_path / "spack.lock")
     assert (tmp_path / "spack.lock").read_text() == committed
 
 
@@ -321,11 +322,11 @@ def test_check_copies_keep_no_view():
     never replaces an installed /opt/stackproof/views/<env> by an empty view."""
     for name in PINS["environments"]:
         text = (ENVS / name / "spack.yaml").read_text()
-        data = yaml.safe_load(spackrun.without_view(text))["spack"]
+        data = yaml.safe_load(driver.without_view(text))["spack"]
         orig = yaml.safe_load(text)["spack"]
         assert data["view"] is False
         assert {k: v for k, v in data.items() if k != "view"} == {k: v for k, v in orig.items() if k != "view"}
-    assert "python::" in spackrun.without_view((ENVS / "laptop" / "spack.yaml").read_text())
+    assert "python::" in driver.without_view((ENVS / "laptop" / "spack.yaml").read_text())
 
 
 def test_spack_laptop_stack_is_the_laptop_view(monkeypatch):
@@ -346,17 +347,17 @@ def test_spack_laptop_stack_is_the_laptop_view(monkeypatch):
 
 
 def test_install_runs_spack_from_the_lock_with_loopback_up(fake_root, tmp_path):
-    """`spack-check --install ENV --scope DIR`: the committed spack.yaml + spack.lock next to the repo,
+    """`stackproof spack install ENV --scope DIR`: the committed spack.yaml + spack.lock next to the repo,
     the user's scope on the command line, and (offline) the loopback interface up inside the namespace."""
     record = tmp_path / "argv"
     unshare = tmp_path / "fake-unshare"
     unshare.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
     unshare.chmod(0o755)
-    spack = spackrun.Spack(PINS, tmp_path / "w", offline=False)
+    spack = driver.Spack(PINS, tmp_path / "w", offline=False)
     spack.prefix = [str(unshare), "-n"]
     scope = tmp_path / "scope"
     scope.mkdir()
-    res = spackrun.install(spack, ENVS, "laptop", scope)
+    res = spack_install.install(spack, ENVS, "laptop", scope)
     assert res["rc"] == 0 and spack.prefix == [str(unshare), "-n"]
     dst = tmp_path / "w" / "envs" / "install" / "laptop"
     assert (dst / "spack.lock").read_bytes() == (ENVS / "laptop" / "spack.lock").read_bytes()
@@ -366,13 +367,20 @@ def test_install_runs_spack_from_the_lock_with_loopback_up(fake_root, tmp_path):
     assert argv[5:] == ["nice", "-n", "10", str(fake_root / "bin" / "spack"), "-C", str(scope), "-e", str(dst),
                         "install", "-j2"]
     with pytest.raises(StackproofError, match="no committed spack.lock"):
-        spackrun.install(spack, ENVS, "container", scope)
+        spack_install.install(spack, ENVS, "container", scope)
     with pytest.raises(StackproofError, match="not a directory"):
-        spackrun.install(spack, ENVS, "laptop", tmp_path / "nosuch")
+        spack_install.install(spack, ENVS, "laptop", tmp_path / "nosuch")
 
 
 def test_install_cli_bad_input():
-    r = cli("--install", "laptop", env=no_spack_env())
-    assert r.returncode == 1 and "--install needs --scope DIR" in r.stderr and "Traceback" not in r.stderr
-    r = cli("--install", "nosuchenv", "--scope", "/tmp")
+    r = cli("install", "laptop", env=no_spack_env())
+    assert r.returncode == 2 and "--scope" in r.stderr and "Traceback" not in r.stderr
+    r = cli("install", "nosuchenv", "--scope", "/tmp")
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
+
+
+def test_old_spack_check_command_names_the_new_verbs():
+    r = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack-check", "--install", "laptop"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "`spack-check` is now `stackproof spack lint|check|lock|mirror|install" in r.stderr

@@ -1,14 +1,15 @@
 """spack-envs/ with the real Spack (SPACK_ROOT = Spack v1.1.0, SPACK_PACKAGES_ROOT = spack-packages
 v2025.11.0): the recipes pass `spack audit`, the committed laptop lock is reproduced offline (same root
 hashes), and an environment that builds its own MPI concretizes with the Debian site externals.
-`make spack-check` does every environment; these are the quick ones (~1-3 min each on 2 cores)."""
+`make spack-check` (`stackproof spack check`) does every environment; these are the quick ones (~1-3 min each on 2 cores)."""
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from stackproof import spackcheck, spackrun
+from stackproof.spack import driver, lock
+from stackproof.spack.pins import load_pins
 from stackproof.paths import REPO
 
 ENVS = REPO / "spack-envs"
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def spack():
     # a persistent work dir: Spack's repo index (~2 min to build) is kept between runs
-    return spackrun.Spack(spackcheck.load_pins(ENVS), REPO / "build" / "spack-test", offline=True)
+    return driver.Spack(load_pins(ENVS), REPO / "build" / "spack-test", offline=True)
 
 
 def test_recipes_pass_spack_audit(spack):
@@ -34,7 +35,7 @@ def test_laptop_lock_is_reproduced_offline(spack):
     res = spack.concretize(ENVS, "laptop")
     assert res["rc"] == 0, Path(res["log"]).read_text()[-3000:]
     committed = json.loads((ENVS / "laptop" / "spack.lock").read_text())
-    assert spackrun.root_hashes(res["lock"]) == spackrun.root_hashes(committed)
+    assert lock.root_hashes(res["lock"]) == lock.root_hashes(committed)
 
 
 def test_own_mpi_with_debian_site_externals(spack):

@@ -20,7 +20,7 @@ COMMANDS = {
     "report": "stackproof.report",
     "images": "stackproof.images",
     "vcluster": "stackproof.vcluster.cli",
-    "spack-check": "stackproof.spackcheck",
+    "spack": "stackproof.spack.cli",
     "stack": "stackproof.stacks",
 }
 # Programs with their own argument parser, reachable as `stackproof <noun> <verb> [their options]`
@@ -31,6 +31,9 @@ PROGRAMS = {
     ("noise", "experiment"): ("stackproof.noise.experiment", "the noise experiment (Table IV, plots)"),
     ("noise", "bench"): ("stackproof.noise.bench", "benchmark the noise analysis (build/fwq/bench.json)"),
 }
+# Commands renamed to `<noun> <verb>`: the old name is an error naming the new one.
+RENAMED = {"spack-check": "stackproof spack lint|check|lock|mirror|install (was: spack-check [--spack|"
+                          "--update-lock|--mirror DIR|--install NAME])"}
 EX_SOFTWARE = 70
 BUG = "this is a bug in stackproof: please report it with the traceback above"
 
@@ -93,6 +96,9 @@ def _where(args) -> str:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in RENAMED:
+        print(f"stackproof: error: `{argv[0]}` is now `{RENAMED[argv[0]]}`", file=sys.stderr)
+        return 2
     if tuple(argv[:2]) in PROGRAMS:
         # The program parses its own options (argparse's REMAINDER would take some of them for ours).
         args = argparse.Namespace(_command=argv[0], action=argv[1], argv=argv[2:],

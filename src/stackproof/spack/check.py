@@ -1,51 +1,21 @@
-"""`stackproof spack-check`: what Spack cannot check without being installed, and the entry to real Spack.
+"""`stackproof spack lint`: what Spack cannot check without being installed (CI).
 
-Without Spack (CI): the pins are present (spack-envs/pins.yaml), every file parses (spack.yaml,
-site packages.yaml, recipes, lockfiles), each committed spack.lock has the roots of its spack.yaml
-and was made by the pinned Spack, and pins.yaml, the recipes, spack.yaml and spack.lock agree on the
-project's own release (version, sha256 of `git archive` of the pinned commit). Everything about
-whether a stack is *right* (variants, satisfiability, recipes) is Spack's job: with SPACK_ROOT set,
-`--spack` runs `spack audit` and concretizes every environment offline (stackproof.spackrun).
+The pins are present (spack-envs/pins.yaml), every file parses (spack.yaml, site packages.yaml,
+recipes, lockfiles), each committed spack.lock has the roots of its spack.yaml and was made by the
+pinned Spack, and pins.yaml, the recipes, spack.yaml and spack.lock agree on the project's own release
+(version, sha256 of `git archive` of the pinned commit). Everything about whether a stack is *right*
+(variants, satisfiability, recipes) is Spack's job: `stackproof spack check` (driver.py, lock.py).
+Imports: basics and spack.pins.
 """
-import argparse
 import ast
-import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from .errors import StackproofError
-from .paths import REPO
-from .yamlfile import read_yaml
-
-ENVS_DIR = REPO / "spack-envs"
-RECIPES = Path("repo") / "spack_repo" / "stackproof" / "packages"
-PIN_KEYS = {"spack": ["version", "tag", "commit"], "spack_packages": ["tag", "commit", "builtin_path"],
-            "clingo": ["requirements"], "stackproof_release": ["version", "commit", "sha256", "packages"]}
-
-
-def load_pins(envs_dir):
-    path = Path(envs_dir) / "pins.yaml"
-    if not path.is_file():
-        raise StackproofError(f"{path} not found: is {envs_dir} the spack-envs/ directory?")
-    pins = read_yaml(path, "Spack pins")
-    for key, subkeys in PIN_KEYS.items():
-        missing = [k for k in subkeys if not (pins.get(key) or {}).get(k)]
-        if missing:
-            raise StackproofError(f"{path}: {key}: missing {', '.join(missing)}")
-    for key in ("environments", "views_root"):
-        if not pins.get(key):
-            raise StackproofError(f"{path}: missing key '{key}'")
-    return pins
-
-
-def locked_on_host(pins):
-    """Environments whose spack.lock is committed (the others are locked where they are built)."""
-    return [e for e in pins["environments"] if e not in (pins.get("locked_in_image") or [])]
-
+from ..yamlfile import read_yaml
+from .pins import ENVS_DIR, RECIPES, load_pins, lock_inputs, locked_on_host, release_tarball_sha256
 
 # ---------------------------------------------------------------------------------------------
 # root specs: compared through Spack's parser when SPACK_ROOT is set, else by a normal form that
@@ -85,27 +55,6 @@ def same_roots(yaml_specs, lock_specs, spec_cls=None):
 
 # ---------------------------------------------------------------------------------------------
 # the checks
-
-def release_tarball_sha256(commit, version, repo=REPO):
-    """sha256 of `git archive --format=tar --prefix=stackproof-<version>/ <commit>`, or None when
-    this clone does not have the commit (a shallow clone)."""
-    have = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
-                          capture_output=True)
-    if have.returncode != 0:
-        return None
-    out = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar",
-                          f"--prefix=stackproof-{version}/", commit], capture_output=True, check=True)
-    return hashlib.sha256(out.stdout).hexdigest()
-
-
-def lock_inputs(envs_dir, name):
-    """`sha256sum` lines of what a lock was made from: the environment's spack.yaml and our recipes
-    (paths relative to the environment directory), written beside the lock as spack.lock.inputs."""
-    env_dir = Path(envs_dir) / name
-    files = [env_dir / "spack.yaml"] + sorted((Path(envs_dir) / RECIPES).glob("*/package.py"))
-    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {os.path.relpath(f, env_dir)}\n"
-                   for f in files)
-
 
 def check_recipes(envs_dir, pins, errors):
     """Every recipe parses; each release package declares the pinned version and sha256."""
@@ -212,67 +161,3 @@ def consistency_check(envs_dir=ENVS_DIR, envs=None, verify_tarball=True, check_l
         else:
             notes.append(f"release {rel['version']}: git archive of {rel['commit'][:12]} has the pinned sha256")
     return errors, notes
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI
-
-def run(args):
-    envs_dir = Path(args.envs_dir)
-    pins = load_pins(envs_dir)
-    for e in (args.env or []) + ([args.install] if args.install else []):
-        if e not in pins["environments"]:
-            raise StackproofError(f"unknown environment '{e}' (known: {', '.join(pins['environments'])})")
-    errors, notes = consistency_check(envs_dir, args.env,
-                                      check_locks=not (args.update_lock or args.mirror))
-    for n in notes:
-        print(f"spack-check: {n}")
-    for e in errors:
-        print(f"spack-check: ERROR: {e}", file=sys.stderr)
-    if errors:
-        raise StackproofError(f"consistency check failed: {len(errors)} error(s) in {envs_dir}")
-    locks = "lockfiles" if not (args.update_lock or args.mirror) else "lockfiles not checked (being rewritten)"
-    print(f"spack-check: consistent: pins, {len(args.env or pins['environments'])} environments, recipes, {locks}")
-    if args.mirror:
-        from . import spackrun
-        spackrun.write_mirror(envs_dir, pins, Path(args.mirror))
-    if args.install and not args.scope:
-        raise StackproofError("--install needs --scope DIR (the site's mirrors.yaml and git mirrors)")
-    if not (args.spack or args.update_lock or args.install):
-        return 0
-    if not os.environ.get("SPACK_ROOT"):
-        msg = (f"Spack checks SKIPPED: set SPACK_ROOT to a Spack v{pins['spack']['version']} checkout "
-               f"(and SPACK_PACKAGES_ROOT to spack-packages {pins['spack_packages']['tag']}); see docs/spack.md")
-        if args.skip_missing:
-            print(f"spack-check: {msg}")
-            return 0
-        raise StackproofError(msg)
-    from . import spackrun
-    return spackrun.main(envs_dir, pins, args)
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "spack-check", help="check spack-envs/ (consistency; with --spack: spack audit + offline concretization)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--envs-dir", default=str(ENVS_DIR), help="the spack-envs/ directory (default: %(default)s)")
-    p.add_argument("--env", action="append", metavar="NAME", help="only this environment (repeatable)")
-    p.add_argument("--spack", action="store_true",
-                   help="with $SPACK_ROOT: spack audit, concretize every environment offline, compare with "
-                        "the committed locks, concretize with each site packages.yaml")
-    p.add_argument("--update-lock", action="store_true",
-                   help="concretize (isolated scopes) and write spack-envs/<env>/spack.lock")
-    p.add_argument("--site", action="append", metavar="NAME",
-                   help="with --spack: only this site file (spack-envs/site/NAME; default: pins.yaml sites)")
-    p.add_argument("--mirror", metavar="DIR", help="write the project's release tarball into a Spack "
-                   "source mirror at DIR (for an offline `spack install` of our recipes)")
-    p.add_argument("--install", metavar="NAME", help="with $SPACK_ROOT: spack install environment NAME "
-                   "from its committed lock, offline (loopback up), writing its view")
-    p.add_argument("--scope", metavar="DIR", help="with --install: a Spack config scope with the site's "
-                   "source mirror and git mirrors (docs/spack.md \"Building for real\"; never committed)")
-    p.add_argument("--skip-missing", action="store_true",
-                   help="without SPACK_ROOT: print the skip message and succeed")
-    p.add_argument("--allow-network", action="store_true", help="do not run Spack under unshare -n")
-    p.add_argument("--workdir", default=None, help="scratch dir for scopes, env copies, logs "
-                                                   "(default: build/spack)")
-    p.set_defaults(func=run)

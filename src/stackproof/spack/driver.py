@@ -1,5 +1,5 @@
-"""Real Spack for spack-envs/ (SPACK_ROOT): audits, offline concretization, lockfiles, source mirror,
-an offline install of an environment from its lock.
+"""Real Spack for spack-envs/ (SPACK_ROOT): one checkout driven with private scopes, its audits and
+the offline concretization of an environment.
 
 Scopes (docs/spack.md "Scopes"): Spack runs with a private *user* scope (builtin repo from
 $SPACK_PACKAGES_ROOT, bootstrap off, no mirrors, install tree under the work dir) and a private
@@ -7,6 +7,7 @@ $SPACK_PACKAGES_ROOT, bootstrap off, no mirrors, install tree under the work dir
 environment scope, so an environment's own `repos:` and `packages:` always win, exactly as on a site.
 The Spack checkout's own scopes ($SPACK_ROOT/etc/spack and its site/) must hold no configuration:
 otherwise the result would depend on that checkout, and the driver stops.
+Imports: basics only.
 """
 import json
 import os
@@ -19,9 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import StackproofError
-from .paths import REPO
-from .spackcheck import lock_inputs, locked_on_host, release_tarball_sha256
+from ..errors import StackproofError
+from ..paths import REPO
 
 OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe", "osu-micro-benchmarks", "amg2023"]
 
@@ -77,7 +77,7 @@ class Spack:
         req = REPO / "spack-envs" / self.pins["clingo"]["requirements"]
         stamp = venv / ".installed"
         if not stamp.is_file() or stamp.read_text() != req.read_text():
-            print(f"spack-check: installing clingo into {venv} ({req.name})", flush=True)
+            print(f"stackproof spack: installing clingo into {venv} ({req.name})", flush=True)
             subprocess.run(["/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
                             "-m", "venv", str(venv)], check=True)
             subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
@@ -138,7 +138,7 @@ class Spack:
         for what in (["configs"], ["packages"] + OUR_PACKAGES, ["packages-https"] + OUR_PACKAGES):
             rc, secs, log = self.run(["-C", str(scope), "audit"] + what, f"audit-{what[0]}")
             results.append({"audit": what[0], "rc": rc, "seconds": secs, "log": str(log)})
-            print(f"spack-check: spack audit {what[0]}: {'passed' if rc == 0 else f'FAILED (log {log})'}",
+            print(f"stackproof spack: spack audit {what[0]}: {'passed' if rc == 0 else f'FAILED (log {log})'}",
                   flush=True)
         return results
 
@@ -147,13 +147,13 @@ class Spack:
         tag = f"site-{site.parent.name}" if site else "isolated"
         dst = stage_env(self.work / "envs" / tag, envs_dir, name)
         (dst / "spack.yaml").write_text(without_view((Path(envs_dir) / name / "spack.yaml").read_text()))
-        print(f"spack-check: concretize {name} ({tag}) ...", flush=True)
+        print(f"stackproof spack: concretize {name} ({tag}) ...", flush=True)
         rc, secs, log = self.run(["-e", str(dst), "concretize", "-f"], f"{tag}-{name}",
                                  env=self.scopes(site), cwd=dst)
         lock = json.loads((dst / "spack.lock").read_text()) if rc == 0 and (dst / "spack.lock").is_file() \
             else None
         nodes = len(lock["concrete_specs"]) if lock else None
-        print(f"spack-check: {name} ({tag}): {secs:.1f} s, {nodes if lock else '-'} specs, "
+        print(f"stackproof spack: {name} ({tag}): {secs:.1f} s, {nodes if lock else '-'} specs, "
               f"{'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
         return {"env": name, "scope": tag, "rc": rc, "seconds": secs, "specs": nodes, "log": str(log),
                 "lock": lock}
@@ -173,34 +173,7 @@ def stage_env(stage: Path, envs_dir, name) -> Path:
     return dst
 
 
-# Open MPI's wrappers (mpicc -showme) print "opal_ifinit: unable to find network interfaces" when no
-# interface is up, which CMake's FindMPI mistakes for part of their answer (docs/spack.md "Building
-# for real"): a build in a fresh network namespace brings the loopback interface up first.
-LO_UP = ["sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
-
-def install(spack, envs_dir, name, scope):
-    """`spack install` of spack-envs/<name> from its committed lock, offline, with the user's scope
-    (mirrors, git mirrors) on top; the environment's own view is written. Returns a result."""
-    if not (Path(envs_dir) / name / "spack.lock").is_file():
-        raise StackproofError(f"{name}: no committed spack.lock to install from")
-    if not Path(scope).is_dir():
-        raise StackproofError(f"--scope {scope}: not a directory (mirrors.yaml, packages.yaml of the site)")
-    dst = stage_env(spack.work / "envs" / "install", envs_dir, name)
-    for f in ("spack.yaml", "spack.lock"):
-        shutil.copy2(Path(envs_dir) / name / f, dst / f)
-    prefix, spack.prefix = spack.prefix, (spack.prefix + LO_UP if spack.prefix else [])
-    try:
-        print(f"spack-check: install {name} from its lock ({'offline, lo up' if prefix else 'network allowed'}) ...",
-              flush=True)
-        rc, secs, log = spack.run(["-C", str(Path(scope).resolve()), "-e", str(dst), "install", "-j2"],
-                                  f"install-{name}", cwd=dst)
-    finally:
-        spack.prefix = prefix
-    print(f"spack-check: install {name}: {secs:.1f} s, {'ok' if rc == 0 else f'FAILED (log {log})'}", flush=True)
-    if rc != 0:
-        raise StackproofError(f"spack install of {name} failed (log {log})")
-    return {"env": name, "rc": rc, "seconds": secs, "log": str(log)}
 
 
 def without_view(text):
@@ -221,90 +194,11 @@ def without_view(text):
     return "\n".join(out) + "\n"
 
 
-def root_hashes(lock):
-    return sorted((r["spec"], r["hash"]) for r in lock.get("roots") or [])
-
-
-def write_lock(lock, path):
-    """The lock as Spack wrote it, in a canonical order (Spack's order of roots and specs varies from
-    run to run with the same hashes) and indented, so that the same inputs give the same bytes and a
-    diff shows what changed."""
-    lock = dict(lock, roots=sorted(lock["roots"], key=lambda r: (r["spec"], r["hash"])),
-                concrete_specs=dict(sorted(lock["concrete_specs"].items())))
-    path.write_text(json.dumps(lock, indent=1) + "\n")
-
-
-def write_mirror(envs_dir, pins, mirror):
-    """Spack source mirror holding the project's release tarball (git archive of the pinned commit)."""
-    rel = pins["stackproof_release"]
-    sha = rel["sha256"]
-    if release_tarball_sha256(rel["commit"], rel["version"]) != sha:
-        raise StackproofError(f"cannot make the release tarball: commit {rel['commit']} is not in this clone "
-                              "or its git archive does not have the pinned sha256 (fetch the full history)")
-    data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar",
-                           f"--prefix=stackproof-{rel['version']}/", rel["commit"]],
-                          capture_output=True, check=True).stdout
-    digest = Path(mirror) / "_source-cache" / "archive" / sha[:2] / f"{sha}.tar"
-    digest.parent.mkdir(parents=True, exist_ok=True)
-    digest.write_bytes(data)
-    for pkg in rel["packages"]:
-        alias = Path(mirror) / pkg / f"{pkg}-{rel['version']}.tar"
-        alias.parent.mkdir(parents=True, exist_ok=True)
-        if alias.is_symlink() or alias.exists():
-            alias.unlink()
-        alias.symlink_to(os.path.relpath(digest, alias.parent))
-    print(f"spack-check: mirror {mirror}: stackproof-{rel['version']}.tar (sha256 {sha[:12]}…) for "
-          f"{', '.join(rel['packages'])}")
-
-
-def main(envs_dir, pins, args):
-    spack = Spack(pins, args.workdir, offline=not args.allow_network)
+def open_pinned(pins, workdir=None, offline=True) -> "Spack":
+    """The Spack at $SPACK_ROOT, refused unless it is the version pins.yaml names."""
+    spack = Spack(pins, workdir, offline=offline)
     version = spack.version()
     if not version.startswith(pins["spack"]["version"]) or pins["spack"]["commit"][:10] not in version:
         raise StackproofError(f"Spack at {spack.root} is {version!r}; pins.yaml says "
                               f"{pins['spack']['version']} ({pins['spack']['commit'][:10]})")
-    if args.install:
-        install(spack, envs_dir, args.install, args.scope)
-        return 0
-    envs = args.env or pins["environments"]
-    hosted = locked_on_host(pins)
-    report = {"spack": version, "builtin": str(spack.builtin), "offline": bool(spack.prefix), "audit": [],
-              "concretize": []}
-    failures = []
-    if args.spack:
-        report["audit"] = spack.audit(envs_dir)
-        failures += [f"spack audit {a['audit']}" for a in report["audit"] if a["rc"] != 0]
-    for name in envs:
-        res = spack.concretize(envs_dir, name)
-        lock_path = Path(envs_dir) / name / "spack.lock"
-        if res["rc"] != 0:
-            failures.append(f"concretize {name}")
-        elif args.update_lock and name in hosted:
-            write_lock(res["lock"], lock_path)
-            lock_path.with_name("spack.lock.inputs").write_text(lock_inputs(envs_dir, name))
-            print(f"spack-check: wrote {lock_path}")
-        elif name in hosted:
-            committed = json.loads(lock_path.read_text()) if lock_path.is_file() else {}
-            res["reproduced"] = root_hashes(committed) == root_hashes(res["lock"])
-            print(f"spack-check: {name}: committed spack.lock "
-                  f"{'reproduced (same root hashes)' if res['reproduced'] else 'DIFFERS: make spack-lock'}")
-            if not res["reproduced"]:
-                failures.append(f"{name}/spack.lock is stale")
-        report["concretize"].append({k: v for k, v in res.items() if k != "lock"})
-    if args.spack:
-        for site, site_envs in (pins.get("sites") or {}).items():
-            if args.site and site not in args.site:
-                continue
-            site_file = Path(envs_dir) / "site" / site / "packages.yaml"
-            for name in [e for e in site_envs if e in envs]:
-                res = spack.concretize(envs_dir, name, site_file)
-                if res["rc"] != 0:
-                    failures.append(f"concretize {name} with the {site} site externals")
-                report["concretize"].append({k: v for k, v in res.items() if k != "lock"})
-    (spack.work / "spack-report.json").write_text(json.dumps(report, indent=2) + "\n")
-    total = sum(r["seconds"] for r in report["concretize"])
-    print(f"spack-check: {len(report['concretize'])} concretizations in {total:.0f} s "
-          f"({'offline, unshare -n' if spack.prefix else 'NETWORK ALLOWED'}); report {spack.work}/spack-report.json")
-    if failures:
-        raise StackproofError("Spack check failed: " + "; ".join(failures))
-    return 0
+    return spack
