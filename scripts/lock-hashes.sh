@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerate requirements-lock.txt with the same pins and the sha256 of every file PyPI publishes
+# Regenerate a lock file (default requirements-lock.txt; also spack-envs/requirements-clingo.txt) with the same pins and the sha256 of every file PyPI publishes
 # for each (pip-compile --generate-hashes; pip-tools pinned below, in a throw-away venv).
 # To bump a package: edit its pin in requirements-lock.txt (the hash lines may stay), run this,
 # review the diff. `make venv` installs with --require-hashes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-lock=$here/requirements-lock.txt
+lock=$(realpath "${1:-$here/requirements-lock.txt}")
 PIP_TOOLS=pip-tools==7.6.2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

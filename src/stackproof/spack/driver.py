@@ -81,7 +81,7 @@ class Spack:
             subprocess.run(["/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
                             "-m", "venv", str(venv)], check=True)
             subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", "-r", str(req)], check=True)
+                            "--disable-pip-version-check", "--require-hashes", "-r", str(req)], check=True)
             stamp.write_text(req.read_text())
         return str(venv / "bin" / "python")
 
