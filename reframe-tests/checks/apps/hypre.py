@@ -26,7 +26,7 @@ from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
 class HypreBoomerAMG(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     size = parameter(['ci'], loggable=True)
     #: grid points per rank (x, y, z) for each size
-    grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [50, 50, 50], 'node': [100, 100, 100]})
+    grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [40, 40, 40], 'node': [100, 100, 100]})
     tolerance = variable(float, value=1e-8, loggable=True)
     nodes = variable(int, value=1)
     tasks_per_node = variable(int, value=0)

@@ -228,7 +228,9 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
                 tmp = cache / f".{recipe.spack}.git.part"
                 shutil.rmtree(tmp, ignore_errors=True)
                 cache.mkdir(parents=True, exist_ok=True)
-                proc = _git(["clone", "--bare", "--quiet", src.git.url, str(tmp)])
+                # a stalled transfer (a firewall dropping packets) aborts after 20 s below 1 kB/s
+                proc = _git(["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=20",
+                             "clone", "--bare", "--quiet", src.git.url, str(tmp)])
                 if proc.returncode != 0:
                     err = proc.stderr.decode(errors="replace").strip().splitlines()
                     shutil.rmtree(tmp, ignore_errors=True)

@@ -12,10 +12,8 @@ for d in $dirs; do
   echo "hypre: compiling $d"
   make -C "$d" -j"$jobs" all
 done
-set +f
-objs=$(ls utilities/*.o multivector/*.o krylov/*.o seq_mv/*.o parcsr_mv/*.o parcsr_block_mv/*.o \
-  distributed_matrix/*.o IJ_mv/*.o matrix_matrix/*.o parcsr_ls/*.o distributed_ls/*/*.o)
-set -f
+# objects: *.o, and *.obj for the sources hypre can also compile for GPUs (utilities/memory.c, ...)
+objs=$(find $dirs \( -name '*.o' -o -name '*.obj' \) -type f | sort)
 rm -f hypre/lib/libHYPRE_ij.a
 ar rcs hypre/lib/libHYPRE_ij.a $objs
 echo "hypre: linking ij"
