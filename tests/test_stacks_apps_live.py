@@ -103,8 +103,8 @@ def test_provenance_names_the_pinned_source_and_the_binaries(stacks, name):
         assert entry["version"] == recipe.version and entry["sha256"] == recipe.source.sha256
         assert entry["source"].split()[0] in ("debian", "mirror", "upstream"), entry["source"]
         assert entry["binaries"], entry
-        for rel, digest in entry["binaries"].items():
-            assert sha256_of(st.bench_dir() / rel) == digest, rel
+        for exe, digest in entry["binaries"].items():
+            assert sha256_of(st.bench_dir() / "bin" / exe) == digest, exe
 
 
 @pytest.mark.parametrize("name", sorted(STACKS))

@@ -315,7 +315,7 @@ def test_netpipe_build_uses_the_stacks_mpicc(tmp_path, monkeypatch):
     prov = appbuild.record_provenance(st, NETPIPE, got)
     entry = json.loads(prov.read_text())["netpipe"]
     assert entry["version"] == "3.7.2" and entry["source"] == "test" and entry["sha256"] == "0" * 64
-    assert entry["binaries"] == {"bin/NPmpi": hashlib.sha256(b"x").hexdigest()}
+    assert entry["binaries"] == {"NPmpi": hashlib.sha256(b"x").hexdigest()}
     assert not (st.bench_dir() / ".build" / "netpipe").exists()      # the build tree is removed
 
 

@@ -261,7 +261,8 @@ def test_git_mirror_exports_the_pinned_commit(root, tmp_path, bare):
         subprocess.run(["git", "clone", "-q", str(work), str(mirror / "demo")], check=True)
     r = recipe(git={"url": "https://example.org/demo.git", "tag": "v1", "commit": commit})
     got = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_debian)
-    assert got.digest == f"git:{commit}" and got.origin.endswith(f"@{commit}")
+    assert got.commit == commit and got.origin.endswith(f"@{commit}")
+    assert got.digest == hashlib.sha256(got.archive.read_bytes()).hexdigest()
     with tarfile.open(got.archive) as tar:
         assert sorted(tar.getnames()) == ["demo-1.0", "demo-1.0/Makefile"]
     r2 = replace(r, source=replace(r.source, git=GitSource("https://example.org/demo.git", "v9", "f" * 40)))

@@ -43,8 +43,6 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     records_identity = True
     time_limit = '30m'
     tags = {'acceptance', 'amg', 'apps'}
-    perf_better = {'fom': 'higher', 'fom_setup': 'higher', 'fom_solve': 'higher', 'setup_time': 'lower',
-                   'solve_time': 'lower'}
 
     @run_after('init')
     def paper_size_on_clusters(self):

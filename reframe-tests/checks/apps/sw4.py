@@ -37,7 +37,6 @@ class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     records_identity = True
     time_limit = '30m'
     tags = {'acceptance', 'sw4', 'apps'}
-    perf_better = {'solve_time': 'lower', 'startup_time': 'lower'}
 
     @run_after('setup')
     def set_launch(self):

@@ -166,8 +166,8 @@ def build_recipe(stack: Stack, recipe: Recipe, obtained: Obtained, env: dict[str
 # ---------------------------------------------------------------- provenance
 
 def installed_files(stack: Stack, recipe: Recipe, inputs: bool) -> dict[str, str]:
-    """{path under the bench dir: sha256} of the recipe's installed binaries (or input decks);
-    a directory (OSU's libexec tree) lists its executable files."""
+    """{file name: sha256} of the recipe's installed binaries (or input decks); a directory (OSU's
+    libexec tree) lists its executable files (their names are unique: osu_latency, ...)."""
     bench = stack.bench_dir()
     out = {}
     for dest in (recipe.inputs if inputs else recipe.install):
@@ -175,7 +175,7 @@ def installed_files(stack: Stack, recipe: Recipe, inputs: bool) -> dict[str, str
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and
                                                      (inputs or os.access(p, os.X_OK)))
         for f in files:
-            out[str(f.relative_to(bench))] = sha256_of(f)
+            out[f.name] = sha256_of(f)
     return out
 
 
@@ -189,7 +189,8 @@ def record_provenance(stack: Stack, recipe: Recipe, obtained: Obtained) -> Path:
     except (OSError, ValueError):
         data = {}
     data[recipe.key] = {"recipe": recipe.name, "version": recipe.version, "source": obtained.origin,
-                        "sha256": obtained.digest, "spack": recipe.spack, "stack": stack.name,
+                        "sha256": obtained.digest, **({"commit": obtained.commit} if obtained.commit else {}),
+                        "spack": recipe.spack, "stack": stack.name,
                         "binaries": installed_files(stack, recipe, inputs=False),
                         "inputs": installed_files(stack, recipe, inputs=True)}
     tmp = path.with_name(f".{PROVENANCE}.{os.getpid()}")

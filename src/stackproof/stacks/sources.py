@@ -40,9 +40,10 @@ class Obtained:
     """A verified source: an archive to unpack (or this repository's directory) and where it came from."""
     recipe: str
     origin: str                 # "mirror DIR/...", "debian hpcc=1.5.0-3", "upstream URL", "git URL@commit", ...
-    digest: str                 # sha256 of the archive, or "git:<commit>", or "files:<sha256>" of a directory
+    digest: str                 # sha256 (hex) of the archive, or of a directory's files
     archive: Path | None = None
     directory: Path | None = None
+    commit: str | None = None   # the git commit a git source was exported at
 
 
 def mirror_dir() -> Path | None:
@@ -130,8 +131,7 @@ def _from_repository(recipe: Recipe) -> Obtained:
         if p.is_file() and "build" not in p.relative_to(directory).parts:
             h.update(str(p.relative_to(directory)).encode())
             h.update(sha256_of(p).encode())
-    return Obtained(recipe.name, f"repository {recipe.source.repository}/", f"files:{h.hexdigest()}",
-                    directory=directory)
+    return Obtained(recipe.name, f"repository {recipe.source.repository}/", h.hexdigest(), directory=directory)
 
 
 def _cached(recipe: Recipe, cache: Path) -> Obtained | None:
@@ -145,7 +145,7 @@ def _cached(recipe: Recipe, cache: Path) -> Obtained | None:
             path.unlink()                               # damaged cache: fetch again
     if src.git and (cache / _git_archive_name(recipe)).is_file():
         path = cache / _git_archive_name(recipe)
-        return Obtained(recipe.name, _origin_of(path), f"git:{src.git.commit}", archive=path)
+        return Obtained(recipe.name, _origin_of(path), sha256_of(path), archive=path, commit=src.git.commit)
     return None
 
 
@@ -198,7 +198,7 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
                 archive = export_git(recipe, repo, cache / _git_archive_name(recipe))
                 origin = f"mirror {repo}@{src.git.commit}"
                 _remember(archive, origin)
-                return Obtained(recipe.name, origin, f"git:{src.git.commit}", archive=archive)
+                return Obtained(recipe.name, origin, sha256_of(archive), archive=archive, commit=src.git.commit)
             except FetchError as exc:
                 tried.append(str(exc))
         tried.append(f"mirror {mirror} has no {recipe.name} {recipe.version}")
@@ -239,7 +239,7 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
             archive = export_git(recipe, bare, cache / _git_archive_name(recipe))
             origin = f"git {src.git.url}@{src.git.commit}"
             _remember(archive, origin)
-            return Obtained(recipe.name, origin, f"git:{src.git.commit}", archive=archive)
+            return Obtained(recipe.name, origin, sha256_of(archive), archive=archive, commit=src.git.commit)
         except subprocess.TimeoutExpired:
             tried.append(f"{src.git.url}: git clone timed out after {GIT_TIMEOUT_S} s")
         except FetchError as exc:
