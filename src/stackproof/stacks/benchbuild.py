@@ -207,19 +207,10 @@ def _recipe_target(stack: Stack, recipe: Recipe, env: dict[str, str], force: boo
         t0 = time.monotonic()
         say(f"building {recipe.name} {recipe.version} from {src.origin}")
         build_recipe(stack, recipe, src, env, say=say)
-        record_provenance(stack, recipe, src)
         write_stamp(stack, recipe.name, key)
         yield f"stack {stack.name}: {recipe.name} {recipe.version} built in {time.monotonic() - t0:.1f} s"
-    if not (bench / "provenance.json").is_file() or recipe.key not in _provenance_keys(stack):
-        record_provenance(stack, recipe, src)
+    record_provenance(stack, recipe, src)       # kept current also when up to date (hashes: milliseconds)
     return binaries
-
-
-def _provenance_keys(stack: Stack) -> set[str]:
-    try:
-        return set(json.loads((stack.bench_dir() / "provenance.json").read_text()))
-    except (OSError, ValueError, TypeError):
-        return set()
 
 
 def _executables(paths: list[Path]) -> list[Path]:
