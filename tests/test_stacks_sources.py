@@ -294,3 +294,30 @@ def test_debian_source_is_checked_against_the_dsc(root, tmp_path):
 
 def test_recipes_module_names_every_placeholder():
     assert set(recipes.PLACEHOLDERS) == {"cc", "cxx", "fc", "blas", "jobs", "src", "stage", "data", "repo"}
+
+
+# ---- Spack stacks: the environment's installs, not rebuilt -----------------------------------------------
+
+def test_view_stack_is_reported_from_spack_not_rebuilt(tmp_path, monkeypatch):
+    from stackproof.stacks import benchbuild, spackbench
+    from stackproof.stacks.model import parse_stack
+    view = tmp_path / "view"
+    (view / "bin").mkdir(parents=True)
+    (view / "bin" / "hpcc").write_text("")
+    st = parse_stack({"name": "spacky", "view": str(view), "compilers": {"cc": "mpicc", "cxx": "mpicxx"},
+                      "mpi": {"family": "openmpi", "version": "x", "library": "y"},
+                      "launcher": {"local": ["mpirun"]},
+                      "benchmarks": {"hpcc": "bin/hpcc", "hypre_ij": "bin/ij"}}, tmp_path / "spacky.yaml")
+    monkeypatch.setattr(spackbench.shutil, "which", lambda cmd: None)
+    lines = list(benchbuild.build_stack(st))
+    assert lines[0] == f"stack spacky: benchmarks from the view {view}, not rebuilt"
+    assert f"stack spacky: hpcc: {view}/bin/hpcc present (Spack hpcc: spack is not on PATH)" in lines
+    assert f"stack spacky: hypre_ij: {view}/bin/ij missing (Spack hypre: spack is not on PATH)" in lines
+    monkeypatch.setattr(spackbench.shutil, "which", lambda cmd: "/opt/spack/bin/spack")
+
+    def runner(cmd, **kw):
+        assert cmd[:4] == ["/opt/spack/bin/spack", "find", "--format", "{name}@{version} /{hash:7}"]
+        return subprocess.CompletedProcess(cmd, 0, "hpcc@1.5.0 /abcdefg\n", "")
+    lines = list(spackbench.view_report(st, runner=runner))
+    assert f"stack spacky: hpcc: {view}/bin/hpcc present (Spack hpcc: hpcc@1.5.0 /abcdefg)" in lines
+    assert f"stack spacky: hypre_ij: {view}/bin/ij missing (Spack hypre: not installed)" in lines

@@ -39,5 +39,8 @@ def view_report(stack: Stack, runner=subprocess.run):
     for key, recipe in sorted(wanted.items()):
         path = stack.benchmark(key)
         state = "present" if path.exists() else "missing"
+        if stack.view not in path.parents:
+            yield f"stack {stack.name}: {key}: {path} {state} (outside the view: `stackproof stack build` of its stack)"
+            continue
         spack = installs.get(recipe.spack, "not installed") if isinstance(installs, dict) else installs
         yield f"stack {stack.name}: {key}: {path} {state} (Spack {recipe.spack}: {spack})"
