@@ -109,3 +109,12 @@ def test_hypre_ij_recorded_output():
     assert (r.grid, r.procs) == ([100, 50, 50], [2, 1, 1])
     with pytest.raises(BenchParseError, match="BoomerAMG timings"):
         parse_hypre_ij("mpirun noticed that process rank 0 exited on signal 9\n", "rfm_job.out")
+
+
+def test_vendor_recordings_parse_like_the_commodity_ones():
+    hpcc = parse_file("hpcc", DATA / "hpcc" / "intelmpi-2021.17-mkl.hpccoutf.txt")
+    assert hpcc.success and (hpcc.hpl_n, hpcc.procs) == (1000, 2)
+    assert hpcc.values["hpl"] == pytest.approx(11.3798) and hpcc.values["dgemm_star"] == 3.86236
+    ij = parse_file("hypre", DATA / "hypre" / "intelmpi-2021.17-mkl.ij.out")
+    assert (ij.setup_s, ij.solve_s, ij.iterations, ij.grid) == (0.861516, 0.290911, 15, [80, 40, 40])
+    assert ij.residual == 2.590075e-09
