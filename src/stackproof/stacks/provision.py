@@ -26,7 +26,7 @@ from pathlib import Path
 from .model import Stack, StackError
 
 MANIFEST = "stackproof-manifest.json"
-# Versions verified to resolve and work here (../shared/notes/vendor-stacks.md): named in errors as the fix.
+# Versions verified to resolve and work here (docs/acceptance.md, "The vendor stack"): named in errors as the fix.
 KNOWN_GOOD = {"impi-devel": "2021.17.2", "impi-rt": "2021.17.2", "mkl-devel": "2025.2.0", "openmpi": "5.0.11"}
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
