@@ -32,6 +32,7 @@ from .model import Stack, StackError, load_stack, stack_names
 from .preflight import linkage_problem, linked_libraries
 from .recipes import Recipe, load_recipes
 from .sources import Obtained, SourceUnavailable, obtain
+from .spackbench import view_report
 
 RECIPES = load_recipes()
 TARGETS = ("probe", "hello", *RECIPES)
@@ -227,7 +228,6 @@ def _executables(paths: list[Path]) -> list[Path]:
 def build_stack(stack: Stack, only=None, force: bool = False):
     """Build (or confirm up to date) every target of `stack`, yielding a line per target as it goes."""
     if stack.view is not None:
-        from .spackbench import view_report
         yield from view_report(stack)
         return
     targets = only or TARGETS
