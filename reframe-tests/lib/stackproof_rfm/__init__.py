@@ -177,7 +177,7 @@ class StackproofMixin(rfm.RegressionTestPlugin):
             return str(path if pattern is None else path / pattern)
         what = f'{pattern} under {path}' if pattern else str(path)
         msg = (f'stack {st.name} provides no {name} ({what} not found): build it with `stackproof stack build '
-               f'{st.name}` (OSU/AMG/SW4 need their sources: STACKPROOF_SOURCE_MIRROR or upstream), or point benchmarks.{name} / '
+               f'{st.name}` (OSU/AMG/SW4 need STACKPROOF_BENCH_SOURCES), or point benchmarks.{name} / '
                f'{view_var(st.name)} at a build ({st.file})')
         if name in REQUIRED:      # every stack must have these: a set-up error, not a skip
             raise SanityError(msg)
