@@ -1,8 +1,9 @@
 """Parsers of OSU / AMG / SW4 output (stackproof.benchparse) on the recorded outputs in
-../shared/fixtures, plus malformed input."""
+../shared/fixtures, of HPCC and hypre ij on outputs recorded here (tests/data), plus malformed input."""
 import pytest
 
-from stackproof.benchparse import BenchParseError, parse_amg, parse_file, parse_osu, parse_sw4
+from stackproof.benchparse import (BenchParseError, parse_amg, parse_file, parse_hpcc, parse_hypre_ij, parse_osu,
+                                   parse_sw4)
 from stackproof.cli import main as cli_main
 
 
@@ -75,3 +76,45 @@ def test_bench_cli(shared, capsys, tmp_path):
     assert '"solve_s": 0.514944384' in capsys.readouterr().out
     assert cli_main(["bench", "parse", "osu", str(tmp_path / "missing.out")]) == 1
     assert "cannot read benchmark output" in capsys.readouterr().err
+
+
+# ---- HPCC and hypre ij: outputs recorded here (tests/data/{hpcc,hypre}/README.md) -------------------------
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+
+def test_hpcc_recorded_output():
+    r = parse_file("hpcc", DATA / "hpcc" / "openmpi-4.1.4-openblas.hpccoutf.txt")
+    assert r.success and (r.hpl_n, r.procs, r.version) == (2000, 2, "1.5.0")
+    assert r.values["hpl"] == pytest.approx(1.01587) and r.units["hpl"] == "Gflop/s"      # HPL_Tflops * 1000
+    assert (r.values["dgemm_star"], r.values["stream_triad_star"], r.values["beff_latency"]) == \
+        (12.0101, 63.2173, 0.358042)
+    assert r.units["stream_triad_star"] == "GB/s" and r.units["beff_latency"] == "us"
+
+
+def test_hpcc_failed_residual_and_truncated_output():
+    text = (DATA / "hpcc" / "openmpi-4.1.4-openblas.hpccoutf.txt").read_text()
+    failed = text.replace("0 tests completed and failed residual checks", "1 tests completed and failed residual checks")
+    assert not parse_hpcc(failed).success
+    assert not parse_hpcc(text.replace("Success=1", "Success=0")).success
+    with pytest.raises(BenchParseError, match="HPCC's summary"):
+        parse_hpcc(text.split("Begin of Summary section.")[0], "hpccoutf.txt")
+    with pytest.raises(BenchParseError, match="not a finite"):
+        parse_hpcc(text.replace("StarDGEMM_Gflops=12.0101", "StarDGEMM_Gflops=nan"))
+
+
+def test_hypre_ij_recorded_output():
+    r = parse_file("hypre", DATA / "hypre" / "openmpi-4.1.4-openblas.ij.out")
+    assert (r.setup_s, r.solve_s, r.iterations, r.residual) == (2.831794, 3.974081, 15, 4.062375e-09)
+    assert (r.grid, r.procs) == ([100, 50, 50], [2, 1, 1])
+    with pytest.raises(BenchParseError, match="BoomerAMG timings"):
+        parse_hypre_ij("mpirun noticed that process rank 0 exited on signal 9\n", "rfm_job.out")
+
+
+def test_vendor_recordings_parse_like_the_commodity_ones():
+    hpcc = parse_file("hpcc", DATA / "hpcc" / "intelmpi-2021.17-mkl.hpccoutf.txt")
+    assert hpcc.success and (hpcc.hpl_n, hpcc.procs) == (1000, 2)
+    assert hpcc.values["hpl"] == pytest.approx(11.3798) and hpcc.values["dgemm_star"] == 3.86236
+    ij = parse_file("hypre", DATA / "hypre" / "intelmpi-2021.17-mkl.ij.out")
+    assert (ij.setup_s, ij.solve_s, ij.iterations, ij.grid) == (0.861516, 0.290911, 15, [80, 40, 40])
+    assert ij.residual == 2.590075e-09

@@ -2,6 +2,7 @@
 checks, the vendor environment preflight, NetPIPE's source verification and output parser (fixtures
 recorded here from real runs), the ldd check on recorded ldd output, build stamps, CLI errors."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stackproof.stacks import benchbuild, debsource, netpipe, provision
+from stackproof.stacks import appbuild, benchbuild, debsource, environment, netpipe, provision
 from stackproof.stacks.model import StackError, load_stack, parse_stack
+from stackproof.stacks.recipes import load_recipes
+from stackproof.stacks.sources import Obtained
 
 DATA = Path(__file__).parent / "data"
 RECORDED_ROOT = "/opt/stackproof/stacks"     # the stacks root the ldd fixtures were recorded with
@@ -132,7 +135,7 @@ def test_vendor_not_installed(tmp_path):
     st = vendor_like(tmp_path)
     with pytest.raises(StackError, match=r"^stack vendor: its MPI is not installed .*run `stackproof stack "
                                          r"install vendor`"):
-        provision.check_environment(st, env={})
+        environment.check_environment(st, env={})
 
 
 def test_i_mpi_root_unset_or_wrong(tmp_path):
@@ -140,11 +143,11 @@ def test_i_mpi_root_unset_or_wrong(tmp_path):
     st = vendor_like(tmp_path)
     with pytest.raises(StackError, match=r"^stack vendor: I_MPI_ROOT is unset .*mpi.h: No such file.*add "
                                          r"`env: \{I_MPI_ROOT: \$\{prefix\}\}`"):
-        provision.check_environment(st, env={})
+        environment.check_environment(st, env={})
     with pytest.raises(StackError, match=r"I_MPI_ROOT=/nowhere has no include/mpi.h .*point it at the Intel MPI "
                                          r"prefix"):
-        provision.check_environment(st, env={"I_MPI_ROOT": "/nowhere"})
-    provision.check_environment(st)      # the stack's own env sets it right
+        environment.check_environment(st, env={"I_MPI_ROOT": "/nowhere"})
+    environment.check_environment(st)      # the stack's own env sets it right
 
 
 def test_i_mpi_pmi_library_pointing_nowhere(tmp_path):
@@ -153,13 +156,13 @@ def test_i_mpi_pmi_library_pointing_nowhere(tmp_path):
     env = dict(st.run_env(), I_MPI_PMI_LIBRARY="/no/libpmi2.so")
     with pytest.raises(StackError, match=r"^stack vendor: I_MPI_PMI_LIBRARY=/no/libpmi2.so does not exist "
                                          r"\(every task would segfault\): unset it"):
-        provision.check_environment(st, env=env)
+        environment.check_environment(st, env=env)
 
 
 def test_check_environment_is_what_preflight_uses(tmp_path):
     from stackproof.stacks import preflight
     st = vendor_like(tmp_path)
-    assert provision.environment_problems(st) == [
+    assert environment.environment_problems(st) == [
         f"its MPI is not installed (no libmpi\\.so\\.12 in {tmp_path}/vendor/lib): run `stackproof stack install vendor`"]
     problems = preflight.environment_problems(st, st.run_env())
     assert len(problems) == 1 and "its MPI is not installed" in problems[0]
@@ -167,17 +170,21 @@ def test_check_environment_is_what_preflight_uses(tmp_path):
 
 # ---------------------------------------------------------------- NetPIPE source and parser
 
+NETPIPE = load_recipes()["netpipe"]
+
+
 def test_dsc_checksums_and_verification(tmp_path):
-    orig = tmp_path / debsource.NETPIPE_ORIG
+    deb = NETPIPE.source.debian
+    orig = tmp_path / deb.orig
     orig.write_bytes(b"not the real tarball")
-    dsc = tmp_path / debsource.NETPIPE_DSC
+    dsc = tmp_path / deb.dsc
     digest = hashlib.sha256(orig.read_bytes()).hexdigest()
     dsc.write_text(f"Format: 3.0 (quilt)\nChecksums-Sha256:\n {digest} 20 {orig.name}\n"
                    f" {'0' * 64} 11708 netpipe_3.7.2-8.debian.tar.xz\nFiles:\n abc 1 x\n")
     assert debsource.dsc_checksums(dsc.read_text()) == {orig.name: digest,
                                                         "netpipe_3.7.2-8.debian.tar.xz": "0" * 64}
     with pytest.raises(StackError, match="does not match the pinned sha256"):
-        debsource.verify(tmp_path)            # our .dsc is not Debian's
+        debsource.verify(deb, NETPIPE.source.sha256, tmp_path)            # our .dsc is not Debian's
 
 
 def test_fetch_without_deb_src_names_the_fix(tmp_path):
@@ -185,7 +192,8 @@ def test_fetch_without_deb_src_names_the_fix(tmp_path):
         assert cmd == ["apt-get", "source", "--download-only", "netpipe=3.7.2-8"]
         return subprocess.CompletedProcess(cmd, 100, "", "E: You must put some 'deb-src' URIs in your sources.list\n")
     with pytest.raises(StackError, match=r"apt has no source entries: add deb-src entries \(scripts/install-deps.sh"):
-        debsource.fetch_netpipe(tmp_path / "cache", runner=runner, log=lambda m: None)
+        debsource.fetch_debian(NETPIPE.source.debian, NETPIPE.source.sha256, tmp_path / "cache", runner=runner,
+                               log=lambda m: None)
 
 
 NETPIPE_RUNS = {      # fixture -> MPI (recorded on this machine: NPmpi -l 8 -u 1048576 -p 0 -n 100, 2 ranks)
@@ -287,19 +295,34 @@ def test_stamp_keyed_by_inputs(tmp_path):
 
 
 def test_netpipe_build_uses_the_stacks_mpicc(tmp_path, monkeypatch):
+    """The recipe's steps get the stack's own wrapper (MPICC, not CC: NetPIPE's makefile builds `mpi`
+    with $(MPICC), default: whatever mpicc is on PATH)."""
     st = vendor_like(tmp_path)
     calls = []
-    monkeypatch.setattr(benchbuild, "_run", lambda stack, what, cmd, env, cwd=None, log=None: calls.append(cmd))
+    monkeypatch.setattr(appbuild, "_run_step", lambda stack, recipe, argv, cwd, env, log, say: calls.append(argv)
+                        or (cwd / "NPmpi").write_text("x"))
     import io
     import tarfile
     tgz = tmp_path / "np.tar.gz"
     with tarfile.open(tgz, "w:gz") as tar:
-        info = tarfile.TarInfo("NetPIPE-3.7.2/NPmpi")
+        info = tarfile.TarInfo("NetPIPE-3.7.2/makefile")
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
-    benchbuild.build_netpipe(st, tgz, tmp_path / "out" / "NPmpi", {})
-    # MPICC, not CC: NetPIPE's makefile builds `mpi` with $(MPICC) (default: whatever mpicc is on PATH)
+    got = Obtained("netpipe", "test", "0" * 64, archive=tgz)
+    installed = appbuild.build_recipe(st, NETPIPE, got, {}, say=lambda m: None)
     assert calls == [["make", "mpi", f"MPICC={tmp_path}/vendor/bin/mpicc"]]
+    assert installed == [st.bench_dir() / "bin" / "NPmpi"]
+    prov = appbuild.record_provenance(st, NETPIPE, got)
+    entry = json.loads(prov.read_text())["netpipe"]
+    assert entry["version"] == "3.7.2" and entry["source"] == "test" and entry["sha256"] == "0" * 64
+    assert entry["binaries"] == {"NPmpi": hashlib.sha256(b"x").hexdigest()}
+    assert not (st.bench_dir() / ".build" / "netpipe").exists()      # the build tree is removed
+
+
+def test_link_flags_with_shell_or_make_syntax_are_refused(tmp_path):
+    st = vendor_like(tmp_path, blas_lapack="-lopenblas $(shell id)")
+    with pytest.raises(StackError, match="blas_lapack .* has characters a build command must not get"):
+        appbuild.placeholder_values(st, {}, tmp_path, tmp_path)
 
 
 def run_cli(*args):
@@ -323,16 +346,3 @@ def test_netpipe_stderr_and_file_of_one_run_agree():
     assert [p.bytes for p in err_points] == [p.bytes for p in file_points]
     for a, b in zip(err_points, file_points):
         assert a.usec == pytest.approx(b.usec, abs=0.006) and a.mbps == pytest.approx(b.mbps, abs=0.006)
-
-
-def test_real_benchmarks_script_is_adapted_for_the_stack(shared):
-    script = shared / "tools" / "real-benchmarks" / "build.sh"
-    if not script.is_file():
-        pytest.skip(f"{script} not present (OSU/AMG/SW4 builds need it)")
-    text = benchbuild.adapt_build_script(script.read_text())
-    assert 'linkflags="${SW4_LINKFLAGS:--llapack -lblas -lgfortran}"' in text
-    osu = text.split("build_osu_one() {", 1)[1].split("\n}\n", 1)[0]
-    assert 'dedupe_osu "$bdir/src"' in osu
-    assert text.count("dedupe_osu") == 2
-    proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr

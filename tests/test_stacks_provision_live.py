@@ -11,7 +11,7 @@ import pytest
 
 from conftest import require_root
 from stackproof import cluster as cl
-from stackproof.stacks import benchbuild, provision
+from stackproof.stacks import benchbuild, environment, provision
 from stackproof.stacks.model import StackError, load_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -30,7 +30,7 @@ def stacks():
         provision.install(st)           # a StackError here is the code under test failing
         for _line in benchbuild.build_stack(st, only=("probe", "hello", "netpipe")):
             pass
-        provision.check_environment(st)
+        environment.check_environment(st)
         ready[name] = st
     return ready
 
@@ -69,7 +69,7 @@ def test_wrong_pmi_library_is_caught_before_any_task_starts(stacks):
     st = stacks["vendor"]
     env = dict(st.run_env(), I_MPI_PMI_LIBRARY="/nonexistent/libpmi2.so")
     with pytest.raises(StackError, match=r"^stack vendor: I_MPI_PMI_LIBRARY=/nonexistent/libpmi2.so does not exist"):
-        provision.check_environment(st, env=env)
+        environment.check_environment(st, env=env)
 
 
 def test_second_install_and_build_change_nothing(stacks):

@@ -193,11 +193,22 @@ def default_prefix():
 
 
 def topology_file(nt: NodeType):
-    """The hwloc XML a node type was derived from (for mpibind predictions), if it is on disk."""
-    from stackproof.paths import shared_dir
-    name = (nt.source or {}).get('file')
-    path = shared_dir() / 'topologies' / name if name else None
-    return str(path) if path and path.is_file() else None
+    """The hwloc XML a node type was derived from (for mpibind predictions), shipped beside the node
+    types (slurm-conf/nodetypes/topologies/) and checked against the sha256 the node type records;
+    None without it (the binding check then reads the node's own `lstopo`)."""
+    import hashlib
+    from stackproof.paths import nodetypes_dir
+    source = nt.source or {}
+    name = source.get('file')
+    if not name or os.path.basename(name) != name:
+        return None
+    path = nodetypes_dir() / 'topologies' / name
+    if not path.is_file():
+        return None
+    if source.get('sha256') and hashlib.sha256(path.read_bytes()).hexdigest() != source['sha256']:
+        raise RuntimeError(f'{path}: sha256 differs from the one node type {nt.name} was generated from '
+                           f'({source["sha256"]}): regenerate it with `stackproof nodetype from-xml`')
+    return str(path)
 
 
 # ---- which systems this configuration declares -------------------------------------------------------

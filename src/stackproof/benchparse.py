@@ -1,11 +1,12 @@
 """Parsers for the acceptance benchmarks' text output: OSU micro-benchmarks (5.x and 7.x), AMG
-(LLNL AMG 1.2 and AMG2023) and SW4 (master and RAJA branch).
+(LLNL AMG 1.2 and AMG2023), SW4 (master and RAJA branch), HPCC 1.5 (hpccoutf.txt) and hypre's ij
+driver (BoomerAMG).
 
 Pure Python and stdlib only, so that the ReFrame checks (reframe-tests/) and the report read the
 numbers the same way. Every parser raises BenchParseError naming the file and what it expected
 when the output is not what the benchmark prints (truncated run, wrong binary, error message).
 
-  stackproof bench parse osu|amg|sw4 FILE     prints the parsed result as JSON
+  stackproof bench parse osu|amg|sw4|hpcc|hypre FILE     prints the parsed result as JSON
 """
 from __future__ import annotations
 
@@ -223,9 +224,93 @@ def parse_sw4(text: str, origin: str = "<sw4 output>") -> Sw4Result:
                      version=version.group(1) if version else None), origin)
 
 
+# ---- HPCC 1.5 -----------------------------------------------------------------------------------------
+
+# Summary keys HPCC writes to hpccoutf.txt -> (our name, unit, factor): the quantities a check reports
+HPCC_METRICS = {
+    "HPL_Tflops": ("hpl", "Gflop/s", 1000.0),
+    "StarDGEMM_Gflops": ("dgemm_star", "Gflop/s", 1.0),        # every rank at once, per rank
+    "SingleDGEMM_Gflops": ("dgemm_single", "Gflop/s", 1.0),
+    "StarSTREAM_Triad": ("stream_triad_star", "GB/s", 1.0),
+    "SingleSTREAM_Triad": ("stream_triad_single", "GB/s", 1.0),
+    "PTRANS_GBs": ("ptrans", "GB/s", 1.0),
+    "MPIRandomAccess_GUPs": ("randomaccess_mpi", "GUP/s", 1.0),
+    "MPIFFT_Gflops": ("fft_mpi", "Gflop/s", 1.0),
+    "AvgPingPongLatency_usec": ("beff_latency", "us", 1.0),
+    "AvgPingPongBandwidth_GBytes": ("beff_bandwidth", "GB/s", 1.0),
+    "RandomlyOrderedRingBandwidth_GBytes": ("ring_bandwidth", "GB/s", 1.0),
+}
+
+
+@dataclass
+class HpccResult:
+    success: bool                 # HPCC's own verdict (Success=1) and every HPL residual check passed
+    values: dict[str, float]      # our metric names (HPCC_METRICS) -> value in its unit
+    units: dict[str, str]
+    hpl_n: int | None = None
+    procs: int | None = None
+    version: str | None = None
+
+
+def parse_hpcc(text: str, origin: str = "<hpcc output>") -> HpccResult:
+    m = re.search(r"^Begin of Summary section\.\s*$(.*?)^End of Summary section\.", text, re.M | re.S)
+    if not m:
+        raise _fail(origin, "HPCC's summary ('Begin of Summary section.' ... 'End of Summary section.' in "
+                            "hpccoutf.txt)", text)
+    summary = dict(re.findall(r"^(\w+)=(\S+)\s*$", m.group(1), re.M))
+    values, units = {}, {}
+    for key, (name, unit, factor) in HPCC_METRICS.items():
+        if key in summary:
+            try:
+                values[name] = _measurement(summary[key]) * factor
+            except ValueError as exc:
+                raise BenchParseError(f"{origin}: {key}={summary[key]}: {exc}") from None
+            units[name] = unit
+    if "hpl" not in values:
+        raise BenchParseError(f"{origin}: HPCC summary without HPL_Tflops (HPL did not run?)")
+    failed = re.search(r"^\s*([1-9]\d*) tests completed and failed residual checks", text, re.M)
+    version = ".".join(summary.get(k, "?") for k in ("VersionMajor", "VersionMinor", "VersionMicro"))
+    return HpccResult(success=summary.get("Success") == "1" and not failed, values=values, units=units,
+                      hpl_n=int(summary["HPL_N"]) if summary.get("HPL_N", "").isdigit() else None,
+                      procs=int(summary["CommWorldProcs"]) if summary.get("CommWorldProcs", "").isdigit() else None,
+                      version=version)
+
+
+# ---- hypre ij (BoomerAMG) ------------------------------------------------------------------------------
+
+@dataclass
+class HypreIjResult:
+    setup_s: float                # BoomerAMG setup, wall clock
+    solve_s: float                # BoomerAMG solve, wall clock
+    iterations: int
+    residual: float               # final relative residual norm
+    grid: list[int] | None = None     # global grid (nx, ny, nz)
+    procs: list[int] | None = None
+
+
+def _hypre_wall(phase: str, text: str) -> float | None:
+    m = re.search(phase + r":\s*\n\s*wall clock time = (" + _NUMBER + ")", text)
+    return float(m.group(1)) if m else None
+
+
+def parse_hypre_ij(text: str, origin: str = "<hypre ij output>") -> HypreIjResult:
+    setup, solve = _hypre_wall("BoomerAMG Setup", text), _hypre_wall("BoomerAMG Solve", text)
+    iters = re.search(r"^\s*(?:BoomerAMG )?Iterations = (\d+)", text, re.M)
+    resid = re.search(r"Final Relative Residual Norm = (" + _NUMBER + ")", text)
+    if setup is None or solve is None or iters is None or resid is None:
+        raise _fail(origin, "hypre ij's BoomerAMG timings ('BoomerAMG Setup:' / 'BoomerAMG Solve:' with "
+                            "'wall clock time = X seconds', 'Iterations = N', 'Final Relative Residual Norm')", text)
+    grid = re.search(r"\(nx, ny, nz\) = \((\d+), (\d+), (\d+)\)", text)
+    procs = re.search(r"\(Px, Py, Pz\) = \((\d+), (\d+), (\d+)\)", text)
+    return _checked(HypreIjResult(setup_s=setup, solve_s=solve, iterations=int(iters.group(1)),
+                                  residual=float(resid.group(1)),
+                                  grid=[int(g) for g in grid.groups()] if grid else None,
+                                  procs=[int(p) for p in procs.groups()] if procs else None), origin)
+
+
 # ---- files and CLI -------------------------------------------------------------------------------------
 
-PARSERS = {"osu": parse_osu, "amg": parse_amg, "sw4": parse_sw4}
+PARSERS = {"osu": parse_osu, "amg": parse_amg, "sw4": parse_sw4, "hpcc": parse_hpcc, "hypre": parse_hypre_ij}
 
 
 def parse_file(kind: str, path: str | Path):
@@ -247,7 +332,7 @@ def _cmd_parse(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="parse OSU / AMG / SW4 benchmark output")
+    p = sub.add_parser("bench", help="parse OSU / AMG / SW4 / HPCC / hypre benchmark output")
     bsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = bsub.add_parser("parse", help="print a benchmark output file's numbers as JSON")
     q.add_argument("kind", choices=sorted(PARSERS))

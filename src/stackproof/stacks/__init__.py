@@ -1,13 +1,16 @@
 """Software stacks under test: the model (model.py, one YAML file per stack), the checks made before
-anything runs (preflight.py) and their installation and benchmark builds (provision.py).
+anything runs (preflight.py, environment.py), their installation (provision.py) and the benchmark
+builds (benchbuild.py: recipes.py reads stacks/data/recipes.yaml, sources.py + fetch.py get the pinned
+sources, appbuild.py builds them; commands.py has the install/build verbs).
 
   stackproof stack list                     the stacks and where their files are
   stackproof stack show NAME                the resolved description (paths expanded)
   stackproof stack check NAME... [--kind local|slurm]   ready to run? (binaries, MPI linkage, environment)
+  stackproof stack install NAME...          pinned wheels / Debian packages
+  stackproof stack build NAME... [--source-mirror DIR]   the benchmarks, per stack
 """
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import asdict
 
@@ -53,13 +56,5 @@ def register(sub) -> None:
     v.add_argument("--require", default="probe,hello,fwq,netpipe",
                    help="benchmarks that must exist (comma-separated; default %(default)s)")
     v.set_defaults(func=_check)
-    try:
-        provision = importlib.import_module("stackproof.stacks.provision")
-    except ModuleNotFoundError as exc:
-        if exc.name != "stackproof.stacks.provision":
-            raise
-        return
-    if hasattr(provision, "register_verbs"):
-        provision.register_verbs(verbs)
-
-
+    from .commands import register_verbs
+    register_verbs(verbs)

@@ -5,7 +5,7 @@ Checks: the stack file loads (unknown name, no launcher, bad keys); a launcher f
 the compilers and launcher exist; required benchmarks exist (`stackproof stack build NAME` makes
 them); every benchmark binary resolves the stack's own MPI library (ldd, in the stack's run
 environment: soname regex `mpi.library`, directory `mpi.library_dir`); vendor environment
-variables (I_MPI_ROOT, I_MPI_PMI_LIBRARY) point at real files (provision.environment_problems).
+variables (I_MPI_ROOT, I_MPI_PMI_LIBRARY) point at real files (environment.environment_problems).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .environment import environment_problems as stack_environment_problems
 from .model import Stack, StackError, load_stack
 
 REQUIRED = ("probe", "hello", "fwq", "netpipe")
@@ -56,10 +57,9 @@ def _executable(cmd: str, env: dict[str, str]) -> bool:
 
 
 def environment_problems(stack: Stack, env: dict[str, str]) -> list[str]:
-    """Vendor-MPI set-up: not installed, I_MPI_ROOT, I_MPI_PMI_LIBRARY (stackproof.stacks.provision)."""
-    from . import provision
+    """Vendor-MPI set-up: not installed, I_MPI_ROOT, I_MPI_PMI_LIBRARY (stackproof.stacks.environment)."""
     prefix = f"stack {stack.name}: "
-    return [p[len(prefix):] if p.startswith(prefix) else p for p in provision.environment_problems(stack, env)]
+    return [p[len(prefix):] if p.startswith(prefix) else p for p in stack_environment_problems(stack, env)]
 
 
 def _binaries(stack: Stack, name: str) -> list[Path]:

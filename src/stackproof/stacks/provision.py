@@ -8,8 +8,8 @@ fix before anything changes. A manifest (stackproof-manifest.json in the prefix)
 installed; a second run with the same pins does nothing. Debian packages (install.apt) are only
 checked: a missing one is named with the apt command that installs it.
 
-check_environment(stack) is the preflight for the vendor MPI's pitfalls (not installed, I_MPI_ROOT
-unset or wrong, I_MPI_PMI_LIBRARY pointing nowhere); `stackproof stack check` calls it.
+stacks/environment.py has the preflight for the vendor
+MPI's pitfalls; the `stack install` / `stack build` verbs are in stacks/commands.py.
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .model import Stack, StackError, load_stack
+from .model import Stack, StackError
 
 MANIFEST = "stackproof-manifest.json"
-# Versions verified to resolve and work here (../shared/notes/vendor-stacks.md): named in errors as the fix.
+# Versions verified to resolve and work here (docs/acceptance.md, "The vendor stack"): named in errors as the fix.
 KNOWN_GOOD = {"impi-devel": "2021.17.2", "impi-rt": "2021.17.2", "mkl-devel": "2025.2.0", "openmpi": "5.0.11"}
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
@@ -208,80 +208,3 @@ def _run(cmd: list[str], stack: Stack, what: str) -> None:
         raise StackError(f"stack {stack.name}: {what} failed ({tail}): fix the cause and run "
                          f"`stackproof stack install {stack.name}` again")
 
-
-# ---------------------------------------------------------------- environment preflight
-
-def environment_problems(stack: Stack, env: dict[str, str] | None = None) -> list[str]:
-    """What is wrong with the stack's installation and run environment (each with its fix)."""
-    env = stack.run_env() if env is None else env
-    problems = []
-    lib_dir = Path(stack.mpi_library_dir) if stack.mpi_library_dir else None
-    if stack.install_pip:
-        have = lib_dir is not None and lib_dir.is_dir() and any(
-            re.search(stack.mpi_library, p.name) for p in lib_dir.iterdir())
-        if not have:
-            return [f"its MPI is not installed (no {stack.mpi_library} in {lib_dir}): run "
-                    f"`stackproof stack install {stack.name}`"]      # everything else follows from it
-    if stack.mpi_family == "intelmpi":
-        root = env.get("I_MPI_ROOT")
-        if not root:
-            problems.append(f"I_MPI_ROOT is unset (Intel's wrappers then fail with `mpi.h: No such file`): "
-                            f"add `env: {{I_MPI_ROOT: ${{prefix}}}}` to {stack.file}")
-        elif not Path(root, "include", "mpi.h").is_file():
-            problems.append(f"I_MPI_ROOT={root} has no include/mpi.h (Intel's wrappers then fail with "
-                            f"`mpi.h: No such file`): point it at the Intel MPI prefix"
-                            f"{f' ({stack.prefix})' if stack.prefix else ''}")
-    pmi = env.get("I_MPI_PMI_LIBRARY")
-    if pmi and not Path(pmi).is_file():
-        problems.append(f"I_MPI_PMI_LIBRARY={pmi} does not exist (every task would segfault): unset it, or point "
-                        "it at Slurm's libpmi2.so")
-    return problems
-
-
-def check_environment(stack: Stack, env: dict[str, str] | None = None) -> None:
-    """StackError (one line: the stack, what is wrong, the fix) unless the stack's MPI is usable."""
-    problems = environment_problems(stack, env)
-    if problems:
-        raise StackError(f"stack {stack.name}: " + "; ".join(problems))
-
-
-# ---------------------------------------------------------------- CLI
-
-def _install_cmd(args) -> int:
-    for name in args.names:
-        stack = load_stack(name)
-        if args.dry_run:
-            if stack.install_pip:
-                planned = resolve_pins(stack)
-                print(f"stack {name}: resolves: {', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))}")
-            check_apt(stack)
-            if stack.install_apt:
-                print(f"stack {name}: Debian packages present ({' '.join(stack.install_apt)})")
-            continue
-        print(install(stack), flush=True)
-    return 0
-
-
-def _build_cmd(args) -> int:
-    from .benchbuild import build_stack
-    only = tuple(x for x in (args.only or "").split(",") if x) or None
-    for name in args.names:
-        stack = load_stack(name)
-        check_environment(stack)
-        for line in build_stack(stack, only=only, force=args.force):
-            print(line, flush=True)
-    return 0
-
-
-def register_verbs(verbs) -> None:
-    """`stack install` and `stack build`, added to the `stack` noun (stacks/__init__.py)."""
-    v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
-                                         "check Debian packages")
-    v.add_argument("names", nargs="+", metavar="NAME")
-    v.add_argument("--dry-run", action="store_true", help="only check that every pin resolves here")
-    v.set_defaults(func=_install_cmd)
-    v = verbs.add_parser("build", help="build the benchmarks against each stack into ${prefix}/bench")
-    v.add_argument("names", nargs="+", metavar="NAME")
-    v.add_argument("--only", help="comma-separated subset of: probe,hello,fwq,netpipe,real")
-    v.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
-    v.set_defaults(func=_build_cmd)

@@ -1,0 +1,132 @@
+"""HPC Challenge 1.5.0 (HPL, DGEMM, STREAM, PTRANS, RandomAccess, FFT, b_eff), built per stack by
+`stackproof stack build` from Debian's source archive with the stack's MPI and BLAS/LAPACK (MKL for
+the vendor stack, OpenBLAS for the commodity one), so the comparison measures the math library too.
+
+Sizes: `size` picks the HPL matrix order from `hpl_n` (HPCC derives the other tests' sizes from it);
+`ci` takes a few seconds per launch on one small node. The input file hpccinf.txt is written into the
+stage directory (P x Q: the most square grid of the ranks). Output: hpccoutf.txt, parsed by
+stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark (skipped, saying how to build
+it, when the stack has none). Repeated STACKPROOF_REPEAT times.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+import reframe.utility.typecheck as typ                 # noqa: E402
+from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
+                                   sanity_function, variable)
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof.benchparse import HPCC_METRICS          # noqa: E402
+from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
+
+#: the performance variables reported (of HPCC_METRICS) and which way is better
+PERF_BETTER = {'hpl': 'higher', 'dgemm_star': 'higher', 'dgemm_single': 'higher',
+               'stream_triad_star': 'higher', 'stream_triad_single': 'higher', 'ptrans': 'higher',
+               'randomaccess_mpi': 'higher', 'fft_mpi': 'higher', 'beff_latency': 'lower',
+               'beff_bandwidth': 'higher', 'ring_bandwidth': 'higher'}
+
+HPCCINF = """HPLinpack benchmark input file (written by stackproof's hpcc check)
+Innovative Computing Laboratory, University of Tennessee
+HPL.out      output file name (if any)
+8            device out (6=stdout,7=stderr,file)
+1            # of problems sizes (N)
+{n}         Ns
+1            # of NBs
+{nb}           NBs
+0            PMAP process mapping (0=Row-,1=Column-major)
+1            # of process grids (P x Q)
+{p}            Ps
+{q}            Qs
+16.0         threshold
+1            # of panel fact
+2            PFACTs (0=left, 1=Crout, 2=Right)
+1            # of recursive stopping criterium
+4            NBMINs (>= 1)
+1            # of panels in recursion
+2            NDIVs
+1            # of recursive panel fact.
+1            RFACTs (0=left, 1=Crout, 2=Right)
+1            # of broadcast
+1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+1            # of lookahead depth
+1            DEPTHs (>=0)
+2            SWAP (0=bin-exch,1=long,2=mix)
+64           swapping threshold
+0            L1 in (0=transposed,1=no-transposed) form
+0            U  in (0=transposed,1=no-transposed) form
+1            Equilibration (0=no,1=yes)
+8            memory alignment in double (> 0)
+##### This line (no. 32) is ignored (it serves as a separator). ######
+0                      		Number of additional problem sizes for PTRANS
+1200 10000 30000        	values of N
+0                       	number of additional blocking sizes for PTRANS
+40 9 8 13 13 20 16 32 64       	values of NB
+"""
+
+
+def process_grid(ntasks):
+    """HPL's P x Q: the most square factorisation with P <= Q."""
+    dims = dims_create(ntasks, 2)
+    return min(dims), max(dims)
+
+
+@rfm.simple_test
+class HPCCBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+    size = parameter(['ci'], loggable=True)
+    #: HPL matrix order per size (HPCC sizes PTRANS, STREAM, RandomAccess and FFT from the same memory)
+    hpl_n = variable(typ.Dict[str, int], value={'ci': 1000, 'node': 20000})
+    block = variable(int, value=96, loggable=True)
+    #: nodes and ranks per node (0: one per core)
+    nodes = variable(int, value=1)
+    tasks_per_node = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    # one thread per rank: the ranks already fill the cores (threaded BLAS would oversubscribe them)
+    env_vars = {'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+    reference_file = 'hpcc.yaml'
+    records_identity = True
+    keep_files = ['hpccoutf.txt', 'hpccinf.txt', 'identity.out']
+    time_limit = '20m'
+    tags = {'acceptance', 'hpcc', 'apps'}
+    perf_better = PERF_BETTER
+
+    @run_after('setup')
+    def set_launch(self):
+        self.executable = self.stack_binary('hpcc')
+        self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
+        self.num_tasks = self.nodes * self.num_tasks_per_node
+
+    @run_before('run')
+    def write_input(self):
+        if self.size not in self.hpl_n:
+            raise SanityError(f'size {self.size!r} has no HPL order in hpl_n ({sorted(self.hpl_n)})')
+        p, q = process_grid(self.num_tasks)
+        with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fh:
+            fh.write(HPCCINF.format(n=self.hpl_n[self.size], nb=self.block, p=p, q=q))
+
+    @sn.deferrable
+    def hpcc_passed(self):
+        result = self.parse_output('hpcc', 'hpccoutf.txt')
+        if not result.success:
+            raise SanityError(f"{self.stage_file('hpccoutf.txt')}: HPCC reports failure (Success=0 or an HPL "
+                              'residual check failed): the numbers are not valid')
+        if result.procs != self.num_tasks:
+            raise SanityError(f"{self.stage_file('hpccoutf.txt')}: {result.procs} ranks ran, "
+                              f'{self.num_tasks} were launched')
+        return True
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.identity_sanity(), self.hpcc_passed()])
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        result = self.parse_output('hpcc', 'hpccoutf.txt')
+        units = {name: unit for name, unit, _factor in HPCC_METRICS.values()}
+        self.set_perf_values({name: (result.values.get(name), units[name]) for name in PERF_BETTER})

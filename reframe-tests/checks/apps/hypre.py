@@ -1,0 +1,71 @@
+"""hypre 2.26 BoomerAMG (the `ij` driver): algebraic multigrid setup and solve of a 3-D 7-point
+Laplacian, the kernel the AMG benchmark wraps. Built per stack by `stackproof stack build` from
+Debian's source archive with the stack's MPI and BLAS/LAPACK (stack benchmark `hypre_ij`).
+
+Sizes: `size` picks the grid per rank from `grid_per_rank` (the global grid is that times the process
+grid -P, MPI_Dims_create-style); `ci` takes a few seconds per launch. Performance: setup and solve
+wall-clock times (s) and the iteration count; the final relative residual must reach the tolerance.
+Output parsed by stackproof.benchparse.parse_hypre_ij. Repeated STACKPROOF_REPEAT times.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+
+import reframe as rfm                                   # noqa: E402
+import reframe.utility.sanity as sn                     # noqa: E402
+import reframe.utility.typecheck as typ                 # noqa: E402
+from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
+                                   sanity_function, variable)
+from reframe.core.exceptions import SanityError         # noqa: E402
+
+from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
+
+
+@rfm.simple_test
+class HypreBoomerAMG(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+    size = parameter(['ci'], loggable=True)
+    #: grid points per rank (x, y, z) for each size
+    grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [40, 40, 40], 'node': [100, 100, 100]})
+    tolerance = variable(float, value=1e-8, loggable=True)
+    nodes = variable(int, value=1)
+    tasks_per_node = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    env_vars = {'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+    reference_file = 'hypre.yaml'
+    records_identity = True
+    time_limit = '20m'
+    tags = {'acceptance', 'hypre', 'amg', 'apps'}
+    perf_better = {'setup_time': 'lower', 'solve_time': 'lower', 'iterations': 'lower'}
+
+    @run_after('setup')
+    def set_launch(self):
+        self.executable = self.stack_binary('hypre_ij')
+        self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
+        self.num_tasks = self.nodes * self.num_tasks_per_node
+        procs = dims_create(self.num_tasks)
+        local = self.grid_per_rank[self.size]
+        grid = [n * p for n, p in zip(local, procs)]
+        self.executable_opts = (['-laplacian', '-n'] + [str(g) for g in grid] + ['-P'] + [str(p) for p in procs] +
+                                ['-solver', '0', '-tol', str(self.tolerance)])
+
+    @sn.deferrable
+    def converged(self):
+        result = self.parse_output('hypre')
+        if result.residual > self.tolerance:
+            raise SanityError(f'{self.stage_file()}: final relative residual {result.residual:g} above the '
+                              f'tolerance {self.tolerance:g} (BoomerAMG did not converge)')
+        return True
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.identity_sanity(), self.converged()])
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        result = self.parse_output('hypre')
+        self.set_perf_values({'setup_time': (result.setup_s, 's'), 'solve_time': (result.solve_s, 's'),
+                              'iterations': (result.iterations, '')})

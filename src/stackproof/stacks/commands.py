@@ -1,0 +1,58 @@
+"""The `stack install` and `stack build` verbs (added to the `stack` noun by stacks/__init__.py).
+
+  stackproof stack install NAME... [--dry-run]
+  stackproof stack build NAME... [--only T,...] [--force] [--source-mirror DIR]
+"""
+from __future__ import annotations
+
+import os
+
+from .benchbuild import TARGETS, build_stack
+from .environment import check_environment
+from .model import load_stack
+from .provision import check_apt, install, resolve_pins
+from .sources import MIRROR_VAR
+
+
+def _install_cmd(args) -> int:
+    for name in args.names:
+        stack = load_stack(name)
+        if args.dry_run:
+            if stack.install_pip:
+                planned = resolve_pins(stack)
+                print(f"stack {name}: resolves: {', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))}")
+            check_apt(stack)
+            if stack.install_apt:
+                print(f"stack {name}: Debian packages present ({' '.join(stack.install_apt)})")
+            continue
+        print(install(stack), flush=True)
+    return 0
+
+
+def _build_cmd(args) -> int:
+    only = tuple(x for x in (args.only or "").split(",") if x) or None
+    if args.source_mirror:
+        os.environ[MIRROR_VAR] = os.path.abspath(args.source_mirror)
+    for name in args.names:
+        stack = load_stack(name)
+        if stack.view is None:
+            check_environment(stack)
+        for line in build_stack(stack, only=only, force=args.force):
+            print(line, flush=True)
+    return 0
+
+
+def register_verbs(verbs) -> None:
+    v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
+                                         "check Debian packages")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--dry-run", action="store_true", help="only check that every pin resolves here")
+    v.set_defaults(func=_install_cmd)
+    v = verbs.add_parser("build", help="build the benchmarks against each stack into ${prefix}/bench "
+                                       "(recipes: stackproof/stacks/data/recipes.yaml)")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--only", help=f"comma-separated subset of: {','.join(TARGETS)}")
+    v.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
+    v.add_argument("--source-mirror", metavar="DIR",
+                   help=f"local source mirror (tarballs, Spack mirror layout, git repositories); ${MIRROR_VAR}")
+    v.set_defaults(func=_build_cmd)

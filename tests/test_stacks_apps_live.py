@@ -1,0 +1,147 @@
+"""Live: HPCC 1.5.0 and hypre 2.26's ij, built per stack from Debian's source archive by the product
+(`stackproof stack build`, which `make build` ran before the tests in CI: here the build is up to
+date, elsewhere it builds), then run on 2 ranks with each stack's own launcher.
+
+Signatures that noise cannot fake: each binary links its own stack's math library (the vendor's
+MKL, the commodity stack's OpenBLAS) and MPI; provenance.json names the pinned source and the
+sha256 of every installed binary; HPCC's own verdict (Success=1, every HPL residual check PASSED)
+and BoomerAMG's convergence below the tolerance; a second build rebuilds nothing."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import require_root
+from stackproof.benchparse import parse_hpcc, parse_hypre_ij
+from stackproof.stacks import benchbuild, environment, provision
+from stackproof.stacks.fetch import sha256_of
+from stackproof.stacks.model import load_stack
+from stackproof.stacks.recipes import load_recipes
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+STACKS = {"commodity": "libopenblas", "vendor": "libmkl_rt"}     # the math library each stack links
+TARGETS = ("probe", "hpcc", "hypre")
+RECIPES = load_recipes()
+HPCCINF = """HPCC input (stackproof live test)
+x
+HPL.out      output file name (if any)
+8            device out (6=stdout,7=stderr,file)
+1            # of problems sizes (N)
+600          Ns
+1            # of NBs
+64           NBs
+0            PMAP process mapping (0=Row-,1=Column-major)
+1            # of process grids (P x Q)
+1            Ps
+2            Qs
+16.0         threshold
+1            # of panel fact
+2            PFACTs (0=left, 1=Crout, 2=Right)
+1            # of recursive stopping criterium
+4            NBMINs (>= 1)
+1            # of panels in recursion
+2            NDIVs
+1            # of recursive panel fact.
+1            RFACTs (0=left, 1=Crout, 2=Right)
+1            # of broadcast
+1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+1            # of lookahead depth
+1            DEPTHs (>=0)
+2            SWAP (0=bin-exch,1=long,2=mix)
+64           swapping threshold
+0            L1 in (0=transposed,1=no-transposed) form
+0            U  in (0=transposed,1=no-transposed) form
+1            Equilibration (0=no,1=yes)
+8            memory alignment in double (> 0)
+##### This line (no. 32) is ignored (it serves as a separator). ######
+0                      		Number of additional problem sizes for PTRANS
+1200 10000 30000        	values of N
+0                       	number of additional blocking sizes for PTRANS
+40 9 8 13 13 20 16 32 64       	values of NB
+"""
+
+
+@pytest.fixture(scope="module")
+def stacks():
+    require_root()
+    ready = {}
+    for name in STACKS:
+        st = load_stack(name)
+        provision.install(st)          # up to date after `make build`; installs the pinned wheels otherwise
+        environment.check_environment(st)
+        lines = list(benchbuild.build_stack(st, only=TARGETS))
+        assert not [ln for ln in lines if "not built" in ln], lines
+        ready[name] = st
+    return ready
+
+
+def run_env(st):
+    return dict(st.run_env(), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_binaries_link_the_stacks_own_math_library(stacks, name):
+    st = stacks[name]
+    for key in ("hpcc", "hypre_ij"):
+        binary = st.benchmark(key)
+        ldd = subprocess.run(["ldd", str(binary)], env=st.run_env(), capture_output=True, text=True).stdout
+        libs = {line.split()[0]: line for line in ldd.splitlines() if "=>" in line}
+        assert any(so.startswith(STACKS[name]) for so in libs), (binary, ldd)
+        other = [lib for n, lib in STACKS.items() if n != name][0]
+        assert not any(so.startswith(other) for so in libs), (binary, ldd)
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_provenance_names_the_pinned_source_and_the_binaries(stacks, name):
+    st = stacks[name]
+    prov = json.loads((st.bench_dir() / "provenance.json").read_text())
+    for key, recipe in (("hpcc", RECIPES["hpcc"]), ("hypre_ij", RECIPES["hypre"])):
+        entry = prov[key]
+        assert entry["version"] == recipe.version and entry["sha256"] == recipe.source.sha256
+        assert entry["source"].split()[0] in ("debian", "mirror", "upstream"), entry["source"]
+        assert entry["binaries"], entry
+        for exe, digest in entry["binaries"].items():
+            assert sha256_of(st.bench_dir() / "bin" / exe) == digest, exe
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_hpcc_runs_and_verifies_itself(stacks, name, tmp_path):
+    st = stacks[name]
+    (tmp_path / "hpccinf.txt").write_text(HPCCINF)
+    cmd = [*st.launch_command("local"), "-np", "2", str(st.benchmark("hpcc"))]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=run_env(st), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = parse_hpcc((tmp_path / "hpccoutf.txt").read_text(), str(tmp_path / "hpccoutf.txt"))
+    assert result.success and result.procs == 2 and result.hpl_n == 600
+    assert {"hpl", "dgemm_star", "stream_triad_star", "ptrans", "fft_mpi"} <= set(result.values)
+    assert all(v > 0 for k, v in result.values.items() if k != "randomaccess_mpi")
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_hypre_boomeramg_converges(stacks, name, tmp_path):
+    st = stacks[name]
+    cmd = [*st.launch_command("local"), "-np", "2", str(st.benchmark("hypre_ij")), "-laplacian", "-n", "40", "20",
+           "20", "-P", "2", "1", "1", "-solver", "0", "-tol", "1e-8"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=run_env(st), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = parse_hypre_ij(proc.stdout)
+    assert result.residual <= 1e-8 and 1 <= result.iterations < 100
+    assert (result.grid, result.procs) == ([40, 20, 20], [2, 1, 1])
+
+
+def test_second_build_rebuilds_nothing(stacks):
+    for st in stacks.values():
+        lines = list(benchbuild.build_stack(st, only=TARGETS))
+        assert all("built in" not in line for line in lines), lines
+        assert any("hpcc 1.5.0 up-to-date" in line for line in lines), lines
+
+
+def test_cli_reports_each_benchmark(stacks):
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "build", "--only", ",".join(TARGETS), *STACKS],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    for name in STACKS:
+        assert f"stack {name}: hypre 2.26.0 up-to-date" in proc.stdout, proc.stdout
