@@ -125,7 +125,7 @@ def test_three_nodes_in_namespaces_with_mpi_over_tcp(live_cluster, mpi_hello):
     assert names.returncode == 0, names.stderr
     assert sorted(names.stdout.split()) == ["n1", "n2", "n3"]
     addrs = srun(live_cluster, "-N3", "sh", "-c", "ip -4 -o addr show eth0 | awk '{print $4}'")
-    assert sorted(addrs.stdout.split()) == ["10.99.0.11/24", "10.99.0.12/24", "10.99.0.13/24"]
+    assert sorted(addrs.stdout.split()) == [f"{cl.node_addr(live_cluster.root, i)}/24" for i in (1, 2, 3)]
     ompi = srun(live_cluster, "-N3", "-n3", "--mpi=pmix", mpi_hello["openmpi"])
     assert ompi.returncode == 0, ompi.stderr
     assert sorted(re.findall(r"rank \d of 3 on (n\d) cpu \d+ sum 3", ompi.stdout)) == ["n1", "n2", "n3"]
@@ -173,7 +173,7 @@ def test_down_removes_daemons_namespaces_and_cgroups(live_cluster):
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in netns for ns in st.netns)
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert cl.HOST_VETH not in links
+    assert cl.host_veth(live_cluster.root) not in links
     assert not [cg for n in ("n1", "n2") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert live_cluster.status() == {"up": False, "run_dir": str(live_cluster.root)}
 

@@ -13,8 +13,9 @@ files), tmpfs/, dev/ (fake GPU device files), cluster.json (what `up` started, w
 Modes:
 - single node: one slurmd named after this host, controller on 127.0.0.1;
 - --nodes N: N slurmd, each in its own network + UTS (+ mount, for a private /etc/hosts) namespace
-  with hostname nI and address 10.99.0.(10+I), bridged in the controller's namespace (10.99.0.1).
-  This host joins the bridge as 10.99.0.254, so Slurm clients run from anywhere on it.
+  with hostname nI and address 10.99.X.(10+I), bridged in the controller's namespace (10.99.X.1;
+  X and the link names derive from the run directory, so clusters never share them). This host
+  joins the bridge as 10.99.X.254, so Slurm clients run from anywhere on it.
 
 `up` validates first (bad input never stops a running cluster), then is idempotent: a running
 cluster with the same settings is left alone except that dead daemons are restarted (slurmctld from
@@ -23,7 +24,7 @@ its saved state, so jobs survive); different settings (another profile) restart 
 from .cli import find_built_mpibind_plugin, register, settings_from_args
 from .core import REQUIRED, Cluster
 from .daemons import slurmctld_pidfile, slurmd_pidfile
-from .netns import HOST_VETH, NETNS_PREFIX, SUBNET
+from .netns import NETNS_PREFIX, host_veth, node_addr, subnet
 from .procs import alive as _alive
 from .procs import cgroup_mode, log
 from .procs import read_pid as _read_pid
@@ -33,7 +34,7 @@ from .state import DEFAULT_PORTS, DEFAULT_RUN_DIRS, CorruptState, Settings, Stat
 find_mpibind_plugin = find_built_mpibind_plugin
 DEFAULT_RUN_DIR = str(DEFAULT_RUN_DIRS[0])
 
-__all__ = ["Cluster", "Settings", "State", "CorruptState", "REQUIRED", "HOST_VETH", "NETNS_PREFIX", "SUBNET",
+__all__ = ["Cluster", "Settings", "State", "CorruptState", "REQUIRED", "NETNS_PREFIX", "host_veth", "node_addr", "subnet",
            "DEFAULT_PORTS", "DEFAULT_RUN_DIR", "run_dir", "cgroup_mode", "log", "find_mpibind_plugin",
            "find_built_mpibind_plugin", "register", "settings_from_args", "slurmctld_pidfile", "slurmd_pidfile",
            "_alive", "_read_pid"]

@@ -136,8 +136,8 @@ class Cluster:
         return Site(
             cluster_name="stackproof", nodes=names, slurm_user="root", run_dir=self.root,
             controller=socket.gethostname().split(".")[0],  # slurmctld insists on its own hostname
-            controller_addr=f"{netns.SUBNET}.1" if multi else "127.0.0.1",
-            node_addrs=[netns.node_addr(i) for i in range(1, s.nodes + 1)] if multi else ["127.0.0.1"],
+            controller_addr=netns.controller_addr(self.root) if multi else "127.0.0.1",
+            node_addrs=[netns.node_addr(self.root, i) for i in range(1, s.nodes + 1)] if multi else ["127.0.0.1"],
             slurmctld_port=s.ports[0], slurmd_port=s.ports[1], fake_gpus=s.fake_gpus,
             mpibind_plugin=s.mpibind_plugin, mpibind_args=s.mpibind_args,
             cgroup_plugin=plugin, ignore_systemd=ignore_systemd,

@@ -1,7 +1,9 @@
 """Network namespaces of a multi-node test cluster: one per node plus the controller's, joined by a
 bridge in the controller's namespace; this host joins the bridge too, so Slurm clients run from the
-root namespace. Namespace names carry a hash of the run directory, so `down` finds a cluster's
-namespaces by name even when its state file is lost, and never touches another cluster's."""
+root namespace. Namespace names, the host's link and the subnet all derive from a hash of the run
+directory, so `down` finds a cluster's namespaces and link by name even when its state file is lost
+and never touches another cluster's, and two multi-node clusters on one host use different links
+and subnets (a subnet already on the host is refused, never shared)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,15 +11,33 @@ import socket
 import subprocess
 from pathlib import Path
 
+from ..errors import StackproofError
 from .procs import sh
 
 NETNS_PREFIX = "spk"
-HOST_VETH = "spk-host"            # root-namespace end of the link to the cluster bridge
-SUBNET = "10.99.0"
+SUBNET_BASE = "10.99"             # the cluster's /24 is 10.99.X.0/24, X from the run directory
+
+
+def _digest(root: Path) -> str:
+    return hashlib.sha1(str(root).encode()).hexdigest()
 
 
 def prefix(root: Path) -> str:
-    return f"{NETNS_PREFIX}{hashlib.sha1(str(root).encode()).hexdigest()[:6]}-"
+    return f"{NETNS_PREFIX}{_digest(root)[:6]}-"
+
+
+def host_veth(root: Path) -> str:
+    """Root-namespace end of the link to this cluster's bridge (14 characters: IFNAMSIZ is 16)."""
+    return f"{prefix(root)}host"
+
+
+def subnet(root: Path) -> str:
+    """This cluster's /24 (first three octets): 10.99.16 to 10.99.239."""
+    return f"{SUBNET_BASE}.{16 + int(_digest(root)[6:12], 16) % 224}"
+
+
+def controller_addr(root: Path) -> str:
+    return f"{subnet(root)}.1"
 
 
 def names(root: Path, nodes: list[str]) -> list[str]:
@@ -32,36 +52,52 @@ def existing(root: Path) -> list[str]:
     return sorted(mine, key=lambda n: (not n.endswith("-ctl"), n))
 
 
-def node_addr(i: int) -> str:
-    return f"{SUBNET}.{10 + i}"
+def node_addr(root: Path, i: int) -> str:
+    return f"{subnet(root)}.{10 + i}"
+
+
+def _subnet_in_use(net: str) -> str | None:
+    """The host link that already has an address in `net`.0/24, if any."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].startswith(f"{net}."):
+            return fields[1]
+    return None
 
 
 def create(root: Path, nodes: list[str], created: list[str]) -> None:
     """Create the namespaces, appending each to `created` as soon as it exists (for roll-back)."""
     ctl, *node_ns = names(root, nodes)
+    net, veth = subnet(root), host_veth(root)
+    used = _subnet_in_use(net)
+    if used:
+        raise StackproofError(f"subnet {net}.0/24 of this cluster is already on the host (link {used}): "
+                              "another test cluster or network uses it; bring that one down or use "
+                              "another --run-dir")
     ip = ["ip"]
     sh(ip + ["netns", "add", ctl])
     created.append(ctl)
     sh(ip + ["-n", ctl, "link", "set", "lo", "up"])
     sh(ip + ["-n", ctl, "link", "add", "br0", "type", "bridge"])
-    sh(ip + ["-n", ctl, "addr", "add", f"{SUBNET}.1/24", "dev", "br0"])
+    sh(ip + ["-n", ctl, "addr", "add", f"{net}.1/24", "dev", "br0"])
     sh(ip + ["-n", ctl, "link", "set", "br0", "up"])
-    # The host joins the bridge (10.99.0.254): clients in the root namespace (pytest, ReFrame, a
-    # shell) reach the controller, and every packet to 10.99.0.0/24 stays on this machine.
-    sh(ip + ["link", "add", HOST_VETH, "type", "veth", "peer", "name", "uplink", "netns", ctl])
+    # The host joins the bridge (.254): clients in the root namespace (pytest, ReFrame, a shell)
+    # reach the controller, and every packet to the cluster's /24 stays on this machine.
+    sh(ip + ["link", "add", veth, "type", "veth", "peer", "name", "uplink", "netns", ctl])
     sh(ip + ["-n", ctl, "link", "set", "uplink", "master", "br0", "up"])
-    sh(ip + ["addr", "add", f"{SUBNET}.254/24", "dev", HOST_VETH])
-    sh(ip + ["link", "set", HOST_VETH, "up"])
-    hosts = ["127.0.0.1 localhost", f"{SUBNET}.1 {socket.gethostname().split('.')[0]} ctl"]
+    sh(ip + ["addr", "add", f"{net}.254/24", "dev", veth])
+    sh(ip + ["link", "set", veth, "up"])
+    hosts = ["127.0.0.1 localhost", f"{net}.1 {socket.gethostname().split('.')[0]} ctl"]
     for i, (n, ns) in enumerate(zip(nodes, node_ns), start=1):
         sh(ip + ["netns", "add", ns])
         created.append(ns)
         sh(ip + ["-n", ns, "link", "set", "lo", "up"])
         sh(ip + ["-n", ctl, "link", "add", f"veth{i}", "type", "veth", "peer", "name", "eth0", "netns", ns])
         sh(ip + ["-n", ctl, "link", "set", f"veth{i}", "master", "br0", "up"])
-        sh(ip + ["-n", ns, "addr", "add", f"{node_addr(i)}/24", "dev", "eth0"])
+        sh(ip + ["-n", ns, "addr", "add", f"{node_addr(root, i)}/24", "dev", "eth0"])
         sh(ip + ["-n", ns, "link", "set", "eth0", "up"])
-        hosts.append(f"{node_addr(i)} {n}")
+        hosts.append(f"{node_addr(root, i)} {n}")
     (root / "etc/hosts").write_text("\n".join(hosts) + "\n")
 
 
@@ -74,6 +110,7 @@ def remove(root: Path, known: list[str]) -> list[str]:
             removed.append(ns)
     if any(ns.endswith("-ctl") for ns in removed) or known:
         # Normally gone with its peer (in the controller's namespace); a half-made one may remain.
-        if subprocess.run(["ip", "link", "del", HOST_VETH], capture_output=True).returncode == 0:
-            removed.append(HOST_VETH)
+        veth = host_veth(root)
+        if subprocess.run(["ip", "link", "del", veth], capture_output=True).returncode == 0:
+            removed.append(veth)
     return removed
