@@ -72,9 +72,11 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
     # here: a plot per benchmark and the table)
     assert "osu_latency" in md and "osu_allreduce" in md
-    assert "vendor vs commodity (%)" in md
+    assert "vendor / commodity [95.0 % CI]" in md
+    # the verdict is the report's first section
+    assert md.split("\n## ")[1].startswith("Verdict")
     amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
-    assert "| +30.0 % |" in amg_line          # one run per stack: the % is shown, no verdict is called
+    assert "| 1.3 [no interval] |" in amg_line   # one run per stack: the ratio is shown, no verdict is called
     assert "no verdict: too few repeats (n=1 and 1)" in amg_line
     # failures are named with their reason
     assert "a job step got system CPUs 0" in md

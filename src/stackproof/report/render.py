@@ -35,7 +35,8 @@ def _data_uri(path: Path) -> str:
 
 def environment(autoescape: bool) -> Environment:
     env = Environment(loader=PackageLoader("stackproof.report", "templates"), undefined=StrictUndefined,
-                      autoescape=select_autoescape(["html"]) if autoescape else False,
+                      # the template is report.html.j2: select_autoescape(["html"]) would not match it
+                      autoescape=select_autoescape(["html", "html.j2"]) if autoescape else False,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(cell_text=_text, md_cell=_md_cell, td_class=_td_class, fence=_fence, data_uri=_data_uri)
     return env
