@@ -142,8 +142,7 @@ def sizing(target_s: float, full_sweep: bool) -> list[str]:
     out = []
     for check in ("OSUBenchmark", "AMGBenchmark", "SW4Benchmark"):
         out += ["-S", f"{check}.time_target={target_s:g}"]
-    if full_sweep:
-        out += ["-S", "OSUBenchmark.full_sweep=true"]
+    out += ["-S", f"OSUBenchmark.full_sweep={'true' if full_sweep else 'false'}"]
     return out
 
 
