@@ -30,7 +30,7 @@ STACK_CHECKS = ("MPIHello", "NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBe
                 "HPCC", "Hypre", "GPUHealth")
 NODE_CHECKS = ("FWQNoise", "CoreSpecCheck")
 BASELINE_NODE_CHECKS = ("MpibindBinding",)
-RFM_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP)\s*\]\s*(?:\((\d+)/(\d+)\)\s+)?(.+?)\s+/\w+\s+@\S+?\+(\S+)")
+RFM_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP)\s*\]\s*(?:\(\s*(\d+)/(\d+)\)\s+)?(.+?)\s+/\w+\s+@\S+?\+(\S+)")
 
 
 def fmt_s(s: float) -> str:
@@ -98,21 +98,26 @@ def stop_children(grace: float = 20.0) -> None:
                 continue
 
 
+def reframe_cmd(stacks: list[str], names: list[str], report: Path, extra: list[str] = ()) -> list[str]:
+    """reframe-tests/run.py on the test cluster's cpu partition for these stacks and check names."""
+    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
+    for s in stacks:
+        cmd += ["--stack", s]
+    return cmd + ["--", "--system", "testcluster:cpu", "-n", "|".join(names), "-x", ".*%size=paper",
+                  "--report-file", str(report), *extra]
+
+
 def run_reframe(env: dict, stacks: list[str], names: list[str], repeat: int, report: Path, log: Path,
                 progress: Progress, extra: list[str] = ()) -> tuple[int, float]:
     """One ReFrame session (reframe-tests/run.py) on the test cluster as it is now: the checks whose
     display name matches one of `names`, each repeated `repeat` times, stacks interleaved. Output goes
     to `log`; the live line to stderr. Returns (exit status, seconds). The session runs in its own
     process group so an interrupt reaches it through stop_children() only, in order."""
-    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
-    for s in stacks:
-        cmd += ["--stack", s]
-    cmd += ["--", "--system", "testcluster:cpu", "-n", "|".join(names), "-x", ".*%size=paper",
-            "--report-file", str(report), *extra]
+    cmd = reframe_cmd(stacks, names, report, extra)
     env = {**env, "STACKPROOF_REPEAT": str(repeat)}
     t0 = time.monotonic()
     t_case: list = []
-    with open(log, "a") as fh:
+    with open(log, "a", buffering=1) as fh:          # line-buffered: the log follows the run
         fh.write(f"$ {' '.join(cmd)}\n")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1, start_new_session=True)
