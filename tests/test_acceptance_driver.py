@@ -71,12 +71,15 @@ def test_progress_line_names_check_stack_repeat_and_time(capsys):
 def test_bench_provenance_is_read_and_cleaned(tmp_path):
     assert read_bench_provenance(tmp_path / "provenance.json")[1].startswith("no provenance.json")
     (tmp_path / "provenance.json").write_text(json.dumps({
-        "hpcc": {"version": "1.5.0", "source": "debian hpcc_1.5.0.orig.tar.gz", "sha256": "a" * 64,
-                 "binaries": {"hpcc": "b" * 64, "evil<script>": "c" * 64}, "inputs": {"hpccinf.txt": "d" * 64}},
+        "hpcc": {"version": "1.5.0", "source": "debian hpcc_1.5.0.orig.tar.gz", "sha256": "files:" + "a" * 64,
+                 "binaries": {"bin/hpcc": "b" * 64, "evil<script>": "c" * 64, "../etc/x": "e" * 64},
+                 "inputs": {"share/hpcc/_hpccinf.txt": "d" * 64}},
         "../x": {"version": "1"}, "osu": "not an object"}))
     got, note = read_bench_provenance(tmp_path / "provenance.json")
     assert note is None and list(got) == ["hpcc"]
-    assert got["hpcc"]["binaries"] == {"hpcc": "b" * 64} and got["hpcc"]["inputs"] == {"hpccinf.txt": "d" * 64}
+    assert got["hpcc"]["binaries"] == {"bin/hpcc": "b" * 64}
+    assert got["hpcc"]["inputs"] == {"share/hpcc/_hpccinf.txt": "d" * 64}
+    assert got["hpcc"]["sha256"] == "files:" + "a" * 64
     (tmp_path / "provenance.json").write_text("{")
     assert "not JSON" in read_bench_provenance(tmp_path / "provenance.json")[1]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from ..stacks import StackError
 from ..stacks.model import load_stack
 
-HEX = re.compile(r"^[0-9a-f]{16,128}$")
+HEX = re.compile(r"^(files:)?[0-9a-f]{16,128}$")      # files: a hash over a directory's files
 NAME = re.compile(r"^[\w.+-]{1,100}$")
+RELPATH = re.compile(r"^(?!.*\.\.)[\w.+-]+(/[\w.+-]+){0,8}$")      # bin/hpcc, share/hpcc/_hpccinf.txt
 
 
 def sha256(path: Path) -> str | None:
@@ -34,7 +35,8 @@ def _text(v, limit: int = 200) -> str | None:
 def _hashes(d) -> dict:
     if not isinstance(d, dict):
         return {}
-    return {k: v for k, v in d.items() if isinstance(k, str) and NAME.match(k) and isinstance(v, str) and HEX.match(v)}
+    return {k: v for k, v in d.items()
+            if isinstance(k, str) and RELPATH.match(k) and isinstance(v, str) and HEX.match(v)}
 
 
 def read_bench_provenance(path: Path) -> tuple[dict, str | None]:

@@ -50,7 +50,9 @@ def differences(prov: dict, baseline: str, other: str) -> list[str]:
 
 
 def _short(h) -> str:
-    return h[:12] if isinstance(h, str) else "-"
+    if not isinstance(h, str):
+        return "-"
+    return ("files:" + h[6:18]) if h.startswith("files:") else h[:12]
 
 
 def provenance_section(ctx: Context) -> Section | None:
