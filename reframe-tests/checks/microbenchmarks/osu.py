@@ -60,7 +60,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     collective_nodes = variable(int, value=0)
     collective_tasks_per_node = variable(int, value=0)
     #: every message size (the paper's sweep); false: only the size the verdict uses (VERDICT_SIZE)
-    full_sweep = variable(bool, value=True, loggable=True)
+    full_sweep = variable(typ.Bool, value=True, loggable=True)   # typ.Bool: -S full_sweep=false is False
     #: seconds one timed launch should take (0: OSU's own iteration counts); set by `make acceptance`
     time_target = variable(float, value=0.0, loggable=True)
     #: direction of each performance variable (the report never guesses it from the name)
