@@ -318,6 +318,8 @@ def _rfm_env(cluster: Cluster) -> dict:
 def _node_checks(cluster: Cluster, out: Path, args, profile: str, state: dict) -> str:
     doc, summary = suite.node_checks(_rfm_env(cluster), out, args.baseline, profile, args.node_repeat, FWQ_SETTINGS)
     state["node_docs"].append(doc)
+    if not doc.get("runs") or suite.failures([doc]):
+        raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
     return summary
 
 
@@ -333,6 +335,8 @@ def _compare(cluster: Cluster, out: Path, args, state: dict) -> str:
     merged, looks, summary = suite.compare_stacks(env, out, args.stack, args.design, 60 * args.budget_min,
                                                   sizing(args.target_s, args.full_sweep))
     state.update(merged=merged, looks=looks, compare_s=time.monotonic() - t0)
+    if "failed" in summary:
+        raise StackproofError(summary + f" in {time.monotonic() - t0:.0f} s")
     return summary + f" in {time.monotonic() - t0:.0f} s"
 
 
@@ -341,7 +345,8 @@ def _merge(out: Path, args, nt, state: dict) -> str:
         raise StackproofError("the stack comparison produced no results")
     docs = [state["merged"]] + state["node_docs"]
     record = {"design": args.design.as_dict(),
-              "timing": suite.timing([state["merged"]], state["compare_s"], state["looks"], state["costs"]),
+              "timing": suite.timing([state["merged"]], state["compare_s"], state["looks"],
+                                     {**state["costs"], "target_s": args.target_s}),
               "provenance": {s: stack_provenance(s, nt.name, "baseline") for s in args.stack}}
     doc = suite.merge(docs, [0] * len(docs), record)
     (out / "reframe-report.json").write_text(json.dumps(doc, indent=1, default=str))

@@ -26,7 +26,8 @@ from ..report.stats import Design
 from ..report.verdict import decided, verdict_rows
 
 # Checks that compare the stacks (repeated in looks) and node checks (one stack, once per profile).
-STACK_CHECKS = ("MPIHello", "NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark",
+# MPIHello is not repeated in looks: every benchmark records its ranks' MPI library (identity probe).
+STACK_CHECKS = ("NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark",
                 "HPCC", "Hypre", "GPUHealth")
 NODE_CHECKS = ("FWQNoise", "CoreSpecCheck")
 BASELINE_NODE_CHECKS = ("MpibindBinding",)
@@ -220,6 +221,9 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
         names = [f"^{c}$|^{c}%" for c in sorted(open_)]
     last = looks[-1] if "decided" in looks[-1] else looks[-2]
     summary = f"{last['decided']} of {last['metrics']} metrics decided after {done_pairs} pairs"
+    failed = failures(docs)
+    if failed:
+        summary += f"; {failed} test case(s) failed (report: Failed checks)"
     return merged, looks, summary
 
 
@@ -236,9 +240,17 @@ def node_checks(env: dict, out: Path, stack: str, profile: str, repeat: int, ext
     if not report.is_file():
         return {"runs": []}, f"ReFrame wrote no report (exit {rc})"
     doc = load_report(report)
+    return doc, session_summary(doc) + f" ({fmt_s(wall)})"
+
+
+def session_summary(doc: dict) -> str:
     s = doc.get("session_info") or {}
-    return doc, (f"{s.get('num_cases', '?')} cases, {s.get('num_failures', 0)} failed, "
-                 f"{s.get('num_skipped', 0)} skipped ({fmt_s(wall)})")
+    return f"{s.get('num_cases', '?')} cases, {s.get('num_failures', 0)} failed, {s.get('num_skipped', 0)} skipped"
+
+
+def failures(docs: list[dict]) -> int:
+    """Failed test cases of these sessions (a step with failures is never reported as passed)."""
+    return sum(int((d.get("session_info") or {}).get("num_failures") or 0) for d in docs)
 
 
 def timing(docs: list[dict], wall_s: float, looks: list[dict], costs: dict) -> dict:

@@ -103,18 +103,24 @@ def timing_section(ctx: Context) -> Section | None:
     wall, launch = float(t["wall_s"]), float(t.get("launch_s") or 0)
     n = int(t.get("launches") or 0)
     submit, probe = t.get("submit_s"), t.get("probe_s")
-    rows = [["ReFrame sessions, wall clock", fmt(wall)],
-            ["inside the jobs (ReFrame's run phase, summed)", fmt(launch) + f" ({n} launches)"]]
-    raw = launch
+    target = t.get("target_s")
+    rows = [["ReFrame sessions of the stack comparison, wall clock", fmt(wall)],
+            ["in jobs (ReFrame's run phase summed: submission, polling, identity probe, benchmark)",
+             fmt(launch) + f" ({n} launches)"]]
     if isinstance(submit, (int, float)) and isinstance(probe, (int, float)):
         rows.append(["job submission (measured: an empty job)", f"{fmt(submit)} per job"])
         rows.append(["identity probe (measured)", f"{fmt(probe)} per launch"])
-        raw = max(0.0, launch - n * (float(submit) + float(probe)))
-        rows.append(["inside the benchmarks (estimated)", fmt(raw)])
-    share = f"{wall / raw:.1f}x the time inside the benchmarks" if raw > 0 else "-"
-    rows.append(["harness total / benchmark time", share])
+    raw = None
+    if isinstance(target, (int, float)) and target > 0 and n:
+        raw = n * float(target)
+        rows.append(["the benchmarks' own time (launches x time target per launch)",
+                     f"{fmt(raw)} ({n} x {fmt(float(target))})"])
+    rows.append(["harness total / benchmarks' own time",
+                 f"{wall / raw:.1f}x" if raw else "-"])
     for look in t.get("looks") or []:
-        if isinstance(look, dict):
+        if isinstance(look, dict) and look.get("skipped"):
+            rows.append([f"look {look.get('index')}: {look.get('pairs')} pairs", f"not run: {look['skipped']}"])
+        elif isinstance(look, dict):
             rows.append([f"look {look.get('index')}: {look.get('pairs')} pairs",
                          f"{fmt(look.get('wall_s'))} s, {look.get('undecided', '?')} checks still undecided after it"])
     return Section("Time", anchor="time", text=[
