@@ -52,6 +52,8 @@ def test_hostile_names_are_escaped_in_the_html_report(tmp_path):
     parsed.feed(html)
     assert "script" not in parsed.tags and "onerror" not in parsed.attrs
     assert "&lt;script&gt;" in html
+    # our own attributes survive autoescape: the verdict cells keep their colour class
+    assert '<td class="nm">' in html or '<td class="worse">' in html or '<td class="num">' in html
     # every place the payload came from shows it as text: stack, test name, reason, stderr, title
     for where in ("evil&lt;script&gt;", "Bench&lt;script&gt;", "bad &lt;script&gt;", "mpirun: &lt;script&gt;",
                   "why &lt;script&gt;", "title&lt;script&gt;"):

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 
 def _text(c) -> str:
@@ -21,7 +22,8 @@ def _td_class(c) -> str:
     cls = c[1] if isinstance(c, tuple) and c[1] else ""
     if not cls and re.fullmatch(r"[-+]?[\d,.]+(e[-+]?\d+)?( %)?( \[.*)?( \(\d+\))?", _text(c)):
         cls = "num"
-    return f' class="{cls}"' if cls else ""
+    # an attribute we write ourselves: Markup, so autoescape keeps its quotes; the class is escaped
+    return Markup(' class="{}"').format(cls) if cls else ""
 
 
 def _fence(text: str) -> str:
