@@ -56,8 +56,10 @@ def _noise_at_scale(ctx) -> Section | None:
            "absolute time whatever the node count; the same absolute loss over a longer collective is a "
            "smaller percentage. The binomial tree's cost grows only with log2(nodes), so its relative "
            "slowdown keeps rising as more nodes bring more detours into each step.")
-    if hasattr(sec, "text") and isinstance(sec.text, list):
-        sec.text.insert(0, why)
+    sec.text.insert(0, why)
+    sec.figures = [(f"{cap}: the slowdown each collective would suffer from this node's measured noise as "
+                    "nodes grow; the linear curve falls because its own cost grows with the nodes faster "
+                    "than the noise it meets", path) for cap, path in sec.figures]
     return sec
 
 
