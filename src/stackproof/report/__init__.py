@@ -51,11 +51,13 @@ def _noise_at_scale(ctx) -> Section | None:
     sec = noise_at_scale_section(ctx)
     if sec is None:
         return None
-    why = ("Why the linear allreduce's relative slowdown falls as nodes grow: the linear algorithm's own "
-           "cost grows with the node count (one step per node), while a detour delays it by about the same "
-           "absolute time whatever the node count; the same absolute loss over a longer collective is a "
-           "smaller percentage. The binomial tree's cost grows only with log2(nodes), so its relative "
-           "slowdown keeps rising as more nodes bring more detours into each step.")
+    why = ("Why the linear allreduce's relative slowdown falls as nodes grow: its own cost grows with the "
+           "node count (the root takes one contribution after another), while a detour delays one contribution "
+           "by about the same absolute time, and a late contribution waits in the root's queue instead of "
+           "delaying everyone; the same absolute loss over a much longer collective is a smaller percentage. "
+           "The binomial tree's own cost barely grows (log2 of the nodes), so once nearly every iteration "
+           "meets some node's detour its relative slowdown stays high. Compare absolute iteration times too, "
+           "not only slowdowns (docs/noise.md, 'Noise at scale').")
     sec.text.insert(0, why)
     sec.figures = [(f"{cap}: the slowdown each collective would suffer from this node's measured noise as "
                     "nodes grow; the linear curve falls because its own cost grows with the nodes faster "
