@@ -82,21 +82,35 @@ class Progress:
 _children: list[subprocess.Popen] = []
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_children(grace: float = 20.0) -> None:
-    """SIGINT to each running ReFrame session's process group (ReFrame cancels its jobs and writes its
-    report), SIGTERM after `grace` s, SIGKILL after twice that."""
+    """SIGINT to each running ReFrame session's process group (run.py and ReFrame: ReFrame cancels its
+    jobs and writes its report), SIGTERM after `grace` s, SIGKILL after twice that; returns when
+    every process of the group is gone, not only its leader."""
     for p in list(_children):
+        pgid = p.pid                          # start_new_session: the leader's pid is the group id
         for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            if p.poll() is not None:
+            if not _group_alive(pgid):
                 break
             try:
-                os.killpg(p.pid, sig)
+                os.killpg(pgid, sig)
             except ProcessLookupError:
                 break
-            try:
-                p.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
+            end = time.monotonic() + wait
+            while time.monotonic() < end and _group_alive(pgid):
+                p.poll()                      # reap the leader so the group can empty
+                time.sleep(0.2)
+        p.poll()
+        _children.remove(p)
 
 
 def reframe_cmd(stacks: list[str], names: list[str], report: Path, extra: list[str] = ()) -> list[str]:
