@@ -57,6 +57,17 @@ def test_undecided_checks_after_a_look():
     assert open_ == {"SW4Benchmark"} and (n_dec, n) == (2, 3)
 
 
+def test_the_next_look_selects_exactly_the_open_cases():
+    pat = re.compile(suite.case_pattern("OSUBenchmark %benchmark=osu_latency %buffers=host"))
+    # ReFrame matches the display name without spaces; the repeat index comes first
+    assert pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency_mt%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_bibw%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=cuda-device")
+    plain = re.compile(suite.case_pattern("NetPIPE"))
+    assert plain.search("NetPIPE%repeat_index=0") and plain.search("NetPIPE") and not plain.search("NetPIPEFake")
+
+
 def test_progress_line_names_check_stack_repeat_and_time(capsys):
     p = suite.Progress(time.monotonic(), 10, look="look 1/3 (5 pairs)", tty=False)
     t: list = []

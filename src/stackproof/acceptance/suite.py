@@ -180,8 +180,8 @@ def merge(docs: list[dict], offsets: list[int], record: dict) -> dict:
 
 
 def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[str], int, int]:
-    """The check classes with a stack-comparison metric whose call is not yet known, and
-    (decided, total) metric counts."""
+    """The test cases (display name without the repeat) with a stack-comparison metric whose call is
+    not yet known, and (decided, total) metric counts."""
     _, cases = cases_from_report(doc, None, "this run")
     order, _ = resolve_labels(cases)
     baseline = stacks[0] if stacks[0] in order else order[0]
@@ -194,8 +194,16 @@ def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[
             if decided(v["verdict"]) or v["verdict"].startswith("not measured"):
                 n_dec += 1
             else:
-                open_.add(row["check"])
+                open_.add(row["case"])
     return open_, n_dec, n
+
+
+def case_pattern(case: str) -> str:
+    """A ReFrame -n regex selecting one test case whatever the repeat index and the order of its
+    parameters (ReFrame matches the display name with its spaces removed)."""
+    check, *params = case.split()
+    looks = "".join(f"(?=.*{re.escape(p)}(%|$))" for p in params if p.startswith("%"))
+    return f"^{re.escape(check)}" + (looks if looks else "(%|$)")
 
 
 def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budget_s: float,
@@ -232,7 +240,7 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
         print(f"  look {i}: {pairs} pairs, {n_dec} of {n} metrics decided ({fmt_s(wall)})", file=sys.stderr)
         if not open_:
             break
-        names = [f"^{c}$|^{c}%" for c in sorted(open_)]
+        names = [case_pattern(c) for c in sorted(open_)]
     last = looks[-1] if "decided" in looks[-1] else looks[-2]
     summary = f"{last['decided']} of {last['metrics']} metrics decided after {done_pairs} pairs"
     failed = failures(docs)
