@@ -104,6 +104,9 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             # iterations from the probe (shell variables set by the probe's prerun command)
             self.executable_opts = (self._without(self._without(self.executable_opts, '-i'), '-x')
                                     + ['-i', '"$OSU_ITER"', '-x', '"$OSU_WARMUP"'])
+        if self.buffers != 'host':
+            gpus = self.current_partition.select_devices('gpu')
+            self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
 
     @staticmethod
     def _without(opts, flag):
@@ -137,9 +140,6 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             f"print n }} else print 100 }}' osu-probe.out)",
             'OSU_WARMUP=$(( OSU_ITER / 10 + 1 ))',
             'echo "osu probe: $OSU_ITER timed iterations, $OSU_WARMUP warm-up" >&2']
-        if self.buffers != 'host':
-            gpus = self.current_partition.select_devices('gpu')
-            self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
 
     @run_after('setup')
     def need_cuda_aware_mpi(self):
