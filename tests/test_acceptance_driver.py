@@ -159,3 +159,17 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
     events = log.read_text().splitlines()
     assert "reframe got SIGINT" in events, events          # ReFrame is asked to stop: it cancels its jobs
     assert events[-1] == "down", events                     # and the test cluster is taken down
+
+
+def test_options_of_the_looks():
+    from stackproof.acceptance import parse_args
+    a = parse_args([])
+    assert a.design.looks == (5, 8, 10) and a.stack == ["commodity", "vendor"]
+    # the form before looks (docs): a fixed number of pairs, one look at 95 %
+    a = parse_args(["--repeat", "3"])
+    assert a.design.looks == (3,) and a.design.level == pytest.approx(0.95)
+    a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])
+    assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every pair
+    for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)

@@ -182,6 +182,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-pairs", type=int, default=5, help="launch pairs (A B) before the first look (default 5)")
     p.add_argument("--max-pairs", type=int, default=10, help="launch pairs at most (default 10)")
     p.add_argument("--looks", type=int, default=3, help="looks from min to max pairs (default 3)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="a fixed number of pairs, one look at 95 %% (the form before looks: --min-pairs N "
+                        "--max-pairs N --looks 1)")
     p.add_argument("--margin", type=float, default=0.05,
                    help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
     p.add_argument("--budget-min", type=float, default=8.0,
@@ -201,6 +204,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.baseline not in args.stack:
         p.error(f"--baseline {args.baseline} is not one of the stacks compared ({', '.join(args.stack)})")
     args.stack = [args.baseline] + [s for s in args.stack if s != args.baseline]
+    if args.repeat is not None:
+        args.min_pairs = args.max_pairs = args.repeat
+        args.looks = 1
     try:
         args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin)
     except ValueError as exc:
