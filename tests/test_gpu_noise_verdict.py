@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from stackproof.report import build, load_run
-from stackproof.run_verdict import injector_not_measured
+from stackproof.run_outcome import injector_not_measured
 
 DATA = Path(__file__).parent / "data" / "fwq-noise"
 FWQ_CASE = "FWQNoise %profile=baseline %signature=10Hz-2500us"
@@ -58,16 +58,20 @@ def test_no_report_or_a_broken_one_is_not_measured(tmp_path):
 
 
 def test_report_shows_not_measured_with_the_reason_never_pass(tmp_path):
-    """The check skips such a case with 'not measured: <why>'; the report's verdict table shows
-    'not measured (<why>)' for it."""
+    """The check skips such a case with 'not measured: <why>'; the FWQ check runs with one stack (a node
+    check), so the report's Node checks section shows '<why>' for it, never a pass, and the stack verdict
+    has no row for it."""
     why = injector_not_measured(str(DATA / "fifo-refused.json"))
     tc = {"name": FWQ_CASE, "display_name": FWQ_CASE, "unique_name": "FWQNoise_x", "system": "local",
           "partition": "gpu", "environ": "commodity", "result": "skip", "fail_phase": None, "fail_reason": None,
           "skip_reason": f"not measured: {why}", "perfvalues": {}}
+    others = [{"name": "NetPIPE", "unique_name": f"NetPIPE_{s}", "system": "local", "partition": "gpu",
+               "environ": s, "result": "pass", "perfvalues": {"local:gpu:lat_8B": [1.0, 0, None, None, "us"]}}
+              for s in ("commodity", "vendor")]
     run = tmp_path / "run.json"
-    run.write_text(json.dumps({"session_info": {"uuid": "s"}, "runs": [{"testcases": [tc]}]}))
+    run.write_text(json.dumps({"session_info": {"uuid": "s"}, "runs": [{"testcases": [tc] + others}]}))
     data = build(load_run(str(run)), tmp_path / "rep", "t")
-    (row,) = [r for r in data["verdicts"] if r["check"].startswith("FWQ")]
-    assert row["stacks"]["commodity"] == {"not_measured": why}
+    assert not [r for r in data["verdicts"] if r["check"].startswith("FWQ")]
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert f"not measured ({why})" in md
+    node = md.split("## Node checks")[1].split("\n## ")[0]
+    assert FWQ_CASE in node and why in node and "pass" not in node.replace("passed", "")

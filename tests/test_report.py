@@ -72,9 +72,11 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
     # here: a plot per benchmark and the table)
     assert "osu_latency" in md and "osu_allreduce" in md
-    assert "vendor vs commodity (%)" in md
+    assert "vendor / commodity [95.0 % CI]" in md
+    # the verdict is the report's first section
+    assert md.split("\n## ")[1].startswith("Verdict")
     amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
-    assert "| +30.0 % |" in amg_line          # one run per stack: the % is shown, no verdict is called
+    assert "| 1.3 [no interval] |" in amg_line   # one run per stack: the ratio is shown, no verdict is called
     assert "no verdict: too few repeats (n=1 and 1)" in amg_line
     # failures are named with their reason
     assert "a job step got system CPUs 0" in md
@@ -108,3 +110,19 @@ def test_report_cli_bad_options(tmp_path, two_stacks, args, message):
                            "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_noise_at_scale_section_says_why_the_linear_slowdown_falls(tmp_path):
+    """Issue 26: each figure of the noise-at-scale section says what it shows and why."""
+    from types import SimpleNamespace
+
+    from stackproof.report import _noise_at_scale
+    ctx = SimpleNamespace(img=tmp_path / "img")
+    assert _noise_at_scale(ctx) is None
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--signature", "10Hz:2.5ms",
+                           "--nodes", "1,16", "--iterations", "20", "--collective", "allreduce:binomial,linear",
+                           "-o", str(tmp_path / "project")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    sec = _noise_at_scale(ctx)
+    assert sec.text[0].startswith("Why the linear allreduce's relative slowdown falls")
+    assert sec.figures and all("linear curve falls" in cap for cap, _ in sec.figures)

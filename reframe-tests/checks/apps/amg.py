@@ -6,6 +6,11 @@ small problem (-n 20 20 20 per rank) that finishes in seconds on one node.
 Binaries: the stack's `amg` and `amg2023` benchmarks (stack file). A stack without AMG2023 skips
 the amg2023 test with the reason (never an AMG 1.2 fallback); the code is recognised from its output,
 so an AMG 1.2 binary given as amg2023 fails sanity naming both. Repeated STACKPROOF_REPEAT times.
+
+Sized by time (`make acceptance`): with `time_target=T` the `ci` grid per rank is scaled so that one
+launch's setup + solve takes about T seconds here: the work grows with the points per rank, so the
+edge grows with the cube root of T / CI_SECONDS (CI_SECONDS: the ci grid's setup + solve measured on
+this machine, docs/performance.md); `size_scale` multiplies the points for a site's faster nodes.
 """
 import os
 import sys
@@ -21,6 +26,7 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof_rfm import Repeated, StackproofMixin, dims_create  # noqa: E402
 
+CI_SECONDS = 0.45       # setup + solve of the 20^3-per-rank ci grid, 2 ranks, on the 2-core build machine (measured)
 CODES = {'amg': 'AMG 1.2 (Figure of Merit (FOM_N))', 'amg2023': 'AMG2023 (Figure of Merit (FOM): ...)'}
 
 
@@ -36,6 +42,13 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: nodes (0: the partition's nodes for `paper`, 1 for `ci`) and ranks per node (0: one per core)
     nodes = variable(int, value=0)
     tasks_per_node = variable(int, value=0)
+    #: seconds of setup + solve one `ci` launch should take (0: the ci grid as it is)
+    time_target = variable(float, value=0.0, loggable=True)
+    #: multiplies the points per rank chosen for time_target (a site's nodes are faster than this one)
+    size_scale = variable(float, value=1.0, loggable=True)
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = variable(typ.Dict[str, str], value={'fom': 'higher', 'fom_setup': 'higher', 'fom_solve': 'higher',
+                                                      'setup_time': 'lower', 'solve_time': 'lower'}, loggable=True)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}
@@ -56,9 +69,16 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         nodes = self.nodes or (extras['nodes'] if self.size == 'paper' else 1)
         self.num_tasks_per_node = self.tasks_per_node or extras['cores_per_node']
         self.num_tasks = nodes * self.num_tasks_per_node
-        grid = self.paper_grid if self.size == 'paper' else self.ci_grid
+        grid = self.paper_grid if self.size == 'paper' else self.sized_grid()
         self.executable_opts = (['-n'] + [str(n) for n in grid] + ['-P'] +
                                 [str(p) for p in dims_create(self.num_tasks)] + ['-problem', str(self.problem)])
+
+    def sized_grid(self):
+        """The ci grid, scaled for time_target and size_scale (edge between 10 and 200 points)."""
+        if self.time_target <= 0:
+            return list(self.ci_grid)
+        f = (self.time_target / CI_SECONDS * self.size_scale) ** (1 / 3)
+        return [max(10, min(200, round(n * f))) for n in self.ci_grid]
 
     @sn.deferrable
     def right_code(self):

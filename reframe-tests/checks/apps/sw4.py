@@ -5,6 +5,10 @@ Input decks are a parameter: $SW4_DECKS (comma-separated paths) or the small dec
 sw4-inputs/. Binary: the stack's `sw4` benchmark (stack file; built against the stack's own
 BLAS/LAPACK, `blas_lapack`); skipped with the reason when the stack has none. Repeated
 STACKPROOF_REPEAT times.
+
+Sized by time (`make acceptance`): with `time_target=T` the deck's `time steps=N` is scaled so that the
+time stepping takes about T seconds here (the cost per step is fixed by the grid; STEP_SECONDS is the
+small deck's step measured on this machine, docs/performance.md); `size_scale` multiplies the steps.
 """
 import os
 import sys
@@ -13,11 +17,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
 
 import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
+import reframe.utility.typecheck as typ                 # noqa: E402
 from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
                                    sanity_function, variable)
 
 from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
 
+STEP_SECONDS = 0.007     # one time step of halfspace-small on 2 ranks here: 60 steps in 0.38-0.48 s (measured)
 INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sw4-inputs')
 DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') if d] or \
         [os.path.join(INPUTS, 'halfspace-small.in')]
@@ -30,6 +36,13 @@ class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: nodes and ranks per node (0: one per core)
     nodes = variable(int, value=1)
     tasks_per_node = variable(int, value=0)
+    #: seconds the time stepping of one launch should take (0: the deck's own steps)
+    time_target = variable(float, value=0.0, loggable=True)
+    #: multiplies the steps chosen for time_target
+    size_scale = variable(float, value=1.0, loggable=True)
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = variable(typ.Dict[str, str], value={'solve_time': 'lower', 'startup_time': 'lower'},
+                           loggable=True)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}
@@ -45,6 +58,10 @@ class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         self.num_tasks = self.nodes * self.num_tasks_per_node
         # the deck is copied next to the job so its output directory lands in the stage dir
         self.prerun_cmds = [f'cp {self.deck} .']
+        if self.time_target > 0:
+            steps = max(5, min(100000, round(self.time_target / STEP_SECONDS * self.size_scale)))
+            self.prerun_cmds.append(f"sed -i 's/^time steps=[0-9]*/time steps={steps}/' "
+                                    f"{os.path.basename(self.deck)}")
         self.executable_opts = [os.path.basename(self.deck)]
 
     @sanity_function

@@ -4,8 +4,14 @@ in ReFrame 4.10 and downloads OSU 5.9 instead of measuring the stack's build).
 Binaries: the stack's `osu` benchmark directory (stack file; e.g. <bench>/libexec/osu-micro-benchmarks/mpi,
 searched recursively for osu_*, so the 5.x and 7.x layouts both work); skipped, with the reason, when
 the stack has no OSU build. Repeated STACKPROOF_REPEAT times.
-One performance variable per message size: lat_<size>B (us) or bw_<size>B (MB/s).
-Output of OSU 5.x and 7.x is parsed by stackproof.benchparse.parse_osu.
+One performance variable per message size: lat_<size>B (us) or bw_<size>B (MB/s), directions
+declared in `perf_better`. Output of OSU 5.x and 7.x is parsed by stackproof.benchparse.parse_osu.
+
+Sized by time (`make acceptance`): with `full_sweep=false` only the sizes the verdict uses run
+(8 B latency and collectives, 1 MiB bandwidth); with `time_target=T` a short probe launch of the same
+size measures one iteration and the timed run gets the iterations that fill T seconds (warm-up a
+tenth), instead of OSU's fixed counts (10,000 latency iterations; bibw over every size to 4 MiB took
+150 s per launch with Intel MPI here).
 """
 import os
 import sys
@@ -33,6 +39,13 @@ TITLES = {'osu_latency': 'MPI Latency Test', 'osu_bibw': 'MPI Bi-Directional Ban
           'osu_allreduce': 'MPI Allreduce Latency Test', 'osu_allgather': 'MPI Allgather Latency Test'}
 COLLECTIVES = ('osu_allgather', 'osu_allreduce')
 PT2PT_MAX_SIZE = 4194304     # osu_latency / osu_bibw default range ends at 4 MiB
+# the message size the verdict reads per benchmark (report: headline sizes 8 B and 1 MiB)
+VERDICT_SIZE = {'osu_latency': 8, 'osu_bibw': 1 << 20, 'osu_allreduce': 8, 'osu_allgather': 8}
+# probe: (timed, warm-up) iterations, and the awk expression for the seconds of one iteration from
+# the probe's value v at size s (latency: a round trip is 2 v us; bibw: 64 messages each way per
+# iteration at v MB/s counted over both directions; collectives: v us per call)
+PROBE = {'osu_latency': (1000, 100, '2 * v / 1e6'), 'osu_bibw': (5, 1, '2 * 64 * s / (v * 1e6)'),
+         'osu_allreduce': (100, 10, 'v / 1e6'), 'osu_allgather': (100, 10, 'v / 1e6')}
 
 
 @rfm.simple_test
@@ -46,6 +59,12 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: nodes and tasks per node of the collectives (0: every node / one task per core)
     collective_nodes = variable(int, value=0)
     collective_tasks_per_node = variable(int, value=0)
+    #: every message size (the paper's sweep); false: only the size the verdict uses (VERDICT_SIZE)
+    full_sweep = variable(typ.Bool, value=True, loggable=True)   # typ.Bool: -S full_sweep=false is False
+    #: seconds one timed launch should take (0: OSU's own iteration counts); set by `make acceptance`
+    time_target = variable(float, value=0.0, loggable=True)
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = variable(typ.Dict[str, str], value={'lat_*': 'lower', 'bw_*': 'higher'}, loggable=True)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     reference_file = 'osu.yaml'
@@ -65,18 +84,62 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         self.executable = self.stack_binary('osu', pattern=self.benchmark)
         extras = self.current_partition.extras
         collective_opts, pt2pt_buffers = BUFFERS[self.buffers]
+        size = VERDICT_SIZE[self.benchmark]
         if self.benchmark in COLLECTIVES:
             self.num_tasks_per_node = self.collective_tasks_per_node or extras['cores_per_node']
             self.num_tasks = (self.collective_nodes or extras['nodes']) * self.num_tasks_per_node
-            self.executable_opts = list(self.collective_opts) + collective_opts
+            opts = list(self.collective_opts)
+            if not self.full_sweep:
+                opts = self._without(opts, '-m') + ['-m', f'{size}:{size}']
+            self.executable_opts = opts + collective_opts
         else:
             # two ranks on two nodes (the network) when the partition has them, else on one node
             self.num_tasks = 2
             self.num_tasks_per_node = 1 if extras['nodes'] >= 2 else 2
-            self.executable_opts = list(self.pt2pt_opts) + pt2pt_buffers
+            opts = list(self.pt2pt_opts)
+            if not self.full_sweep:
+                opts = self._without(opts, '-m') + ['-m', f'{size}:{size}']
+            self.executable_opts = opts + pt2pt_buffers
+        if self.time_target > 0:
+            # iterations from the probe (shell variables set by the probe's prerun command)
+            self.executable_opts = (self._without(self._without(self.executable_opts, '-i'), '-x')
+                                    + ['-i', '"$OSU_ITER"', '-x', '"$OSU_WARMUP"'])
         if self.buffers != 'host':
             gpus = self.current_partition.select_devices('gpu')
             self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
+
+    @staticmethod
+    def _without(opts, flag):
+        """opts without `flag VALUE` (a later -m/-i/-x of ours replaces the user's)."""
+        out, skip = [], False
+        for o in opts:
+            if skip:
+                skip = False
+            elif o == flag:
+                skip = True
+            else:
+                out.append(o)
+        return out
+
+    @run_before('run')
+    def probe_iterations(self):
+        """A short launch of the same benchmark at the size the run measures (the largest one in a
+        sweep), with the same launcher; its time per iteration gives the iterations that fill
+        time_target (between 10 and 10^6)."""
+        if self.time_target <= 0:
+            return
+        timed, warm, per_iter = PROBE[self.benchmark]
+        size = VERDICT_SIZE[self.benchmark] if not self.full_sweep else self.expected_max_size()
+        self.job.num_tasks = self.num_tasks      # ReFrame copies it only when the job is prepared
+        launch = self.job.launcher.run_command(self.job)
+        opts = ' '.join(self._without(self._without(self._without(list(self.executable_opts), '-m'), '-i'), '-x'))
+        self.prerun_cmds = list(self.prerun_cmds) + [
+            f'{launch} {self.executable} {opts} -m {size}:{size} -i {timed} -x {warm} > osu-probe.out 2>&1',
+            f"OSU_ITER=$(awk -v s={size} -v t={self.time_target} '!/^#/ && $1 == s {{v = $2}} END "
+            f"{{ if (v > 0) {{ n = int(t / ({per_iter})); if (n < 10) n = 10; if (n > 1000000) n = 1000000; "
+            f"print n }} else print 100 }}' osu-probe.out)",
+            'OSU_WARMUP=$(( OSU_ITER / 10 + 1 ))',
+            'echo "osu probe: $OSU_ITER timed iterations, $OSU_WARMUP warm-up" >&2']
 
     @run_after('setup')
     def need_cuda_aware_mpi(self):
@@ -87,6 +150,8 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         self.skip_if(not aware, why)
 
     def expected_max_size(self):
+        if not self.full_sweep:
+            return VERDICT_SIZE[self.benchmark]
         if self.benchmark in COLLECTIVES and '-m' in self.collective_opts:
             return int(self.collective_opts[self.collective_opts.index('-m') + 1].split(':')[-1])
         return PT2PT_MAX_SIZE

@@ -10,8 +10,7 @@ import numpy as np
 from .curves import curves, human_bytes
 from .plots import curve_plot, fwq_plots, slug
 from .sections import Context, Section, Table, fmt
-from .stats import compare, direction
-from .verdict import copy_bandwidth
+from .verdict import copy_bandwidth, judge
 
 PROFILE_ORDER = ["baseline", "freecore-first", "freecore-last", "corespec", "clean"]
 
@@ -36,9 +35,9 @@ def curves_section(ctx: Context) -> Section | None:
                   if kind == "bandwidth" and unit == "MB/s" else None)
         path = curve_plot(title, kind, unit, series, ctx.stacks, ctx.baseline, xlim,
                           ctx.img / f"{slug('osu' if check.startswith('OSU') else check.lower(), case, kind)}.png",
-                          limits)
+                          limits, ctx.design)
         sec.figures.append((title, path))
-        d = direction("lat" if kind == "latency" else "bw", unit)
+        better = "lower" if kind == "latency" else "higher"   # OSU/NetPIPE: a latency or a bandwidth curve
         stacks = [s for s in ctx.stacks if s in series]
         rows = []
         for sz in sorted({sz for pts in series.values() for sz in pts}):
@@ -48,7 +47,7 @@ def curves_section(ctx: Context) -> Section | None:
                     continue
                 b, o = series.get(ctx.baseline, {}).get(sz), series[s].get(sz)
                 if b and o:
-                    c = compare(b, o, d)
+                    c = judge(b, o, better, ctx.design)
                     row.append(f"{c.ratio:.3g}" + (f" [{c.lo:.3g}, {c.hi:.3g}]" if c.lo is not None else "")
                                + (f" {c.verdict}" if c.lo is not None else ""))
                 else:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..errors import StackproofError
 from .curves import human_bytes
-from .stats import compare, direction
 
 FONT = 11
 
@@ -27,10 +26,13 @@ def slug(*parts) -> str:
 
 
 def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str], baseline: str,
-               xlim: tuple[int, int], path: Path, limits: dict | None = None) -> Path:
+               xlim: tuple[int, int], path: Path, limits: dict | None = None, design=None) -> Path:
     """series: {stack: {bytes: [values]}}; one colour per stack, the same in every figure; limits:
     {stack: memory-copy bandwidth} drawn as dashed lines (the physical limit of on-node bandwidth)."""
     import numpy as np
+
+    from .verdict import ONE_LOOK, judge
+    design = design or ONE_LOOK
     plt = _plt()
     colours = {s: f"C{i}" for i, s in enumerate(stacks)}
     fig, (ax, axr) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True,
@@ -47,11 +49,11 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
     else:
         for stack, lim in sorted(limits.items()):
             ax.axhline(lim, color=colours.get(stack, "0.3"), ls="--", lw=1.1, label=f"memory copy ({stack})")
-    d = direction("lat" if kind == "latency" else "bw", unit)
+    better = "lower" if kind == "latency" else "higher"   # OSU/NetPIPE: a latency or a bandwidth curve
     base = series.get(baseline, {})
     for stack in [s for s in stacks if s in series and s != baseline]:
         sizes = sorted(sz for sz in set(base) & set(series[stack]) if sz > 0)
-        cmp_ = [(sz, compare(base[sz], series[stack][sz], d)) for sz in sizes]
+        cmp_ = [(sz, judge(base[sz], series[stack][sz], better, design)) for sz in sizes]
         cmp_ = [(sz, c) for sz, c in cmp_ if c.ratio is not None]
         if not cmp_:
             continue

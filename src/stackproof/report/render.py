@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 
 def _text(c) -> str:
@@ -21,7 +22,8 @@ def _td_class(c) -> str:
     cls = c[1] if isinstance(c, tuple) and c[1] else ""
     if not cls and re.fullmatch(r"[-+]?[\d,.]+(e[-+]?\d+)?( %)?( \[.*)?( \(\d+\))?", _text(c)):
         cls = "num"
-    return f' class="{cls}"' if cls else ""
+    # an attribute we write ourselves: Markup, so autoescape keeps its quotes; the class is escaped
+    return Markup(' class="{}"').format(cls) if cls else ""
 
 
 def _fence(text: str) -> str:
@@ -35,7 +37,8 @@ def _data_uri(path: Path) -> str:
 
 def environment(autoescape: bool) -> Environment:
     env = Environment(loader=PackageLoader("stackproof.report", "templates"), undefined=StrictUndefined,
-                      autoescape=select_autoescape(["html"]) if autoescape else False,
+                      # the template is report.html.j2: select_autoescape(["html"]) would not match it
+                      autoescape=select_autoescape(["html", "html.j2"]) if autoescape else False,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(cell_text=_text, md_cell=_md_cell, td_class=_td_class, fence=_fence, data_uri=_data_uri)
     return env

@@ -12,7 +12,9 @@ report says which sessions it merged.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
+import math
 import os
 import re
 import shutil
@@ -51,6 +53,7 @@ class Case:
     job_stderr: str | None = None
     fail_phase: str | None = None
     explicit_label: bool = False
+    perf_better: dict = field(default_factory=dict)   # var or fnmatch pattern -> higher | lower (the check's)
     info: "Session | None" = None     # the session it came from (shared object)
 
     @property
@@ -68,6 +71,7 @@ class Session:
     cmdline: str = ""
     stacks_recorded: list = field(default_factory=list)   # session extras stack=A+B, in that order
     log_files: list = field(default_factory=list)
+    stackproof: dict = field(default_factory=dict)        # the acceptance driver's record (report JSON key)
 
 
 def _params(display_name: str) -> dict:
@@ -80,16 +84,58 @@ def _strip_repeat(display_name: str) -> str:
     return display_name.strip()
 
 
-def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Session, list[Case]]:
+def _bad(origin: str, where: str, what: str):
+    return StackproofError(f"{origin}: not a ReFrame run report: {where} {what}")
+
+
+def check_shape(doc, origin: str) -> None:
+    """Refuse, in one line naming the file and field, a report whose shape or values we cannot use."""
     if not isinstance(doc, dict) or "runs" not in doc:
         raise StackproofError(f"{origin}: not a ReFrame run report (no 'runs')")
+    if not isinstance(doc.get("session_info", {}) or {}, dict):
+        raise _bad(origin, "session_info", "is not an object")
+    if not isinstance(doc.get("stackproof", {}), dict):
+        raise _bad(origin, "stackproof", "is not an object")
+    if not isinstance(doc["runs"], list):
+        raise _bad(origin, "runs", f"is {type(doc['runs']).__name__}, not a list")
+    for i, run in enumerate(doc["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("testcases", []), list):
+            raise _bad(origin, f"runs[{i}]", "is not an object with a testcases list")
+        for j, tc in enumerate(run.get("testcases", [])):
+            where = f"runs[{i}].testcases[{j}]"
+            if not isinstance(tc, dict):
+                raise _bad(origin, where, "is not an object")
+            for k in ("name", "display_name", "unique_name", "system", "partition", "environ", "result",
+                      "fail_reason", "fail_phase", "stack", "outputdir", "stagedir", "job_stdout", "job_stderr"):
+                if tc.get(k) is not None and not isinstance(tc[k], str):
+                    raise _bad(origin, f"{where}.{k}", "is not a string")
+            if not isinstance(tc.get("name"), str) or not tc["name"].strip():
+                raise _bad(origin, f"{where}.name", "is missing")
+            pv = tc.get("perfvalues") or {}
+            if not isinstance(pv, dict):
+                raise _bad(origin, f"{where}.perfvalues", "is not an object")
+            for key, vals in pv.items():
+                if vals is None:
+                    continue
+                if not isinstance(vals, list) or len(vals) < 5:
+                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", "is not [value, ref, lower, upper, unit, ...]")
+                v = vals[0]
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", f"value {v!r} is not a finite number")
+                if vals[4] is not None and not isinstance(vals[4], str):
+                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", "unit is not a string")
+
+
+def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Session, list[Case]]:
+    check_shape(doc, origin)
     info = doc.get("session_info") or {}
     stack_extra = info.get("stack")
     session = Session(uuid=str(info.get("uuid") or origin), origin=origin,
                       time_start=str(info.get("time_start") or ""), hostname=str(info.get("hostname") or ""),
                       cmdline=str(info.get("cmdline") or ""),
                       stacks_recorded=stack_extra.split("+") if isinstance(stack_extra, str) and stack_extra else [],
-                      log_files=[f for f in info.get("log_files") or [] if isinstance(f, str)])
+                      log_files=[f for f in info.get("log_files") or [] if isinstance(f, str)],
+                      stackproof=doc.get("stackproof") if isinstance(doc.get("stackproof"), dict) else {})
     # With --max-retries a case appears in several runs: the last run has the final verdict.
     final: dict[tuple, dict] = {}
     for run in doc["runs"]:
@@ -132,8 +178,26 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                         environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
                         mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
                         job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
-                        fail_phase=tc.get("fail_phase"), explicit_label=bool(label), info=session))
+                        fail_phase=tc.get("fail_phase"), explicit_label=bool(label), info=session,
+                        perf_better=_perf_better(tc.get("perf_better"), origin)))
     return session, out
+
+
+def _perf_better(declared, origin: str) -> dict:
+    """The check's declared directions ({var or pattern: 'higher'|'lower'}); absent: {}."""
+    if declared in (None, "<undefined>"):
+        return {}
+    if not isinstance(declared, dict) or not all(isinstance(k, str) and v in ("higher", "lower")
+                                                  for k, v in declared.items()):
+        raise StackproofError(f"{origin}: perf_better must map variable names to 'higher' or 'lower'")
+    return dict(declared)
+
+
+def better_of(declared: dict, var: str) -> str | None:
+    """'higher' | 'lower' as the check declared it for `var` (exact name first, then patterns)."""
+    if var in declared:
+        return declared[var]
+    return next((v for k, v in declared.items() if fnmatch.fnmatchcase(var, k)), None)
 
 
 def _skip_reasons_from_logs(files: list[str]) -> dict:
@@ -257,6 +321,7 @@ class Row:
     unit: str
     samples: dict             # stack -> [values] (passed repeats)
     sessions: dict            # stack -> {session uuids}
+    better: str | None = None  # higher | lower, as the check declared it (None: not declared)
 
 
 def perf_rows(cases: list[Case]) -> list[Row]:
@@ -270,6 +335,7 @@ def perf_rows(cases: list[Case]) -> list[Row]:
             k = (c.check, c.name, c.system, var)
             r = rows.setdefault(k, Row(c.check, c.name, c.params, c.system, var, pv["unit"] or "", {}, {}))
             r.samples.setdefault(c.stack, []).append(float(pv["value"]))
+            r.better = r.better or better_of(c.perf_better, var)
             r.sessions.setdefault(c.stack, set()).add(c.session)
     return list(rows.values())
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from .rows import Case, Row, by_key, failure_detail, why_not_measured
+from .stats import LEVEL, Design
 
 
 @dataclass
@@ -51,6 +52,8 @@ class Context:
     img: Path
     notes: list[str] = field(default_factory=list)
     data: dict = field(default_factory=dict)                # report.json, filled by the builders
+    design: Design = field(default_factory=lambda: Design(looks=(0,), alpha=1 - LEVEL))  # how the run sampled
+    run_info: dict = field(default_factory=dict)            # the acceptance driver's record (timings, provenance)
 
 
 EXTRA_SECTIONS: list[Callable[[Context], "Section | None"]] = []
@@ -114,12 +117,22 @@ def identity_section(ctx: Context) -> Section:
 
 
 def skipped_section(ctx: Context) -> Section | None:
-    rows = [[c.stack, c.system, c.name + (f" (repeat {c.repeat})" if c.repeat is not None else ""), c.fail_reason]
-            for c in ctx.cases if c.result == "skip"]
-    if not rows:
+    """One row per cause: the reason, how many test cases gave it, which stacks and which tests."""
+    causes: dict[str, list[Case]] = {}
+    for c in ctx.cases:
+        if c.result == "skip":
+            causes.setdefault(c.fail_reason or "no reason recorded", []).append(c)
+    if not causes:
         return None
-    return Section("Skipped checks", text=["Every skipped test case with the reason it gave."], anchor="skipped",
-                   tables=[Table(["stack", "system", "test", "reason"], rows)])
+    rows = []
+    for reason, cs in sorted(causes.items(), key=lambda kv: -len(kv[1])):
+        stacks = sorted({c.stack for c in cs}, key=lambda s: ctx.stacks.index(s) if s in ctx.stacks else 99)
+        tests = sorted({c.name for c in cs})
+        rows.append([reason, str(len(cs)), ", ".join(stacks),
+                     "; ".join(tests[:6]) + (f"; and {len(tests) - 6} more" if len(tests) > 6 else "")])
+    return Section("Skipped checks", anchor="skipped", text=[
+        "Skipped test cases grouped by cause: the count includes every repeat and stack."],
+        tables=[Table(["reason", "test cases", "stacks", "tests"], rows)])
 
 
 def failed_section(ctx: Context) -> Section | None:

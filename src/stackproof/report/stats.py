@@ -4,9 +4,11 @@ distribution-free confidence interval.
 Method (documented in docs/acceptance.md, "Reading the verdict"): Hodges-Lehmann estimate of the
 ratio on log values, interval from the Mann-Whitney distribution over the m*n pairwise differences
 D(1) <= ... <= D(mn) of log(other) - log(baseline): [D(k), D(mn+1-k)] with the largest k whose exact
-coverage 1 - 2 P(U <= k-1) is at least 95 %. No random numbers: the same data give the same report.
-Few repeats cannot reach 95 % (3 + 3 runs: 90 % at best); the interval is then the widest one,
-[D(1), D(mn)], and its real level is printed instead of "95 %". Below 90 % no verdict is called.
+coverage 1 - 2 P(U <= k-1) is at least the wanted level. No random numbers: the same data give the same
+report. Few repeats cannot reach the level (3 + 3 runs: 90 % at best); the interval is then the widest
+one, [D(1), D(mn)], and its real level is printed instead. Below 90 % no interval is given.
+The sequential design (Design: looks, Bonferroni-adjusted level, equivalence margin) is documented in
+docs/performance.md; the call made from an interval is in verdict.py.
 """
 from __future__ import annotations
 
@@ -18,22 +20,6 @@ import numpy as np
 
 LEVEL = 0.95          # wanted coverage
 MIN_LEVEL = 0.90      # below this no interval is reported (too few repeats)
-
-# Direction of a metric: +1 higher is better, -1 lower is better, 0 unknown.
-_LOWER_UNITS = {"us", "ms", "s", "ns", "sec", "seconds", "usec"}
-
-
-def direction(var: str, unit: str | None) -> int:
-    v, u = var.lower(), (unit or "").strip().lower()
-    if v.startswith(("lat", "time")) or "time" in v or v in ("min", "mean", "max", "std", "noise_fraction"):
-        return -1
-    if v.startswith(("bw", "fom")) or "fom" in v or "copy" in v or "bandwidth" in v or "flops" in v:
-        return +1
-    if u in _LOWER_UNITS:
-        return -1
-    if u.endswith("/s"):
-        return +1
-    return 0
 
 
 @dataclass(frozen=True)
@@ -94,38 +80,69 @@ def interval_rank(m: int, n: int, level: float = LEVEL) -> tuple[int, float]:
     return best
 
 
-@dataclass(frozen=True)
-class Comparison:
-    ratio: float | None            # Hodges-Lehmann ratio other/baseline (None: not computable)
-    lo: float | None               # interval of the ratio
-    hi: float | None
-    level: float | None            # the interval's exact coverage
-    pct: float | None              # (median other / median baseline - 1) * 100
-    verdict: str                   # better | worse | no significant difference | ... (see `verdict`)
-    why: str = ""                  # why no verdict could be called
-
-
-def compare(baseline, other, direction_: int) -> Comparison:
+def ratio_interval(baseline, other, level: float = LEVEL):
+    """(ratio, lo, hi, coverage) of other/baseline: Hodges-Lehmann estimate on log values and the exact
+    Mann-Whitney interval [D(k), D(mn+1-k)] reaching `level` (coverage below `level` when too few
+    values; lo/hi None when even [D(1), D(mn)] is below MIN_LEVEL). None when a value is <= 0."""
     b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
-    mb, mo = float(np.median(b)), float(np.median(o))
-    pct = 100.0 * (mo - mb) / mb if mb else None
-    if (b <= 0).any() or (o <= 0).any():
-        return Comparison(mo / mb if mb else None, None, None, None, pct, "no verdict",
-                          "values <= 0: a ratio is not defined")
-    k, cov = interval_rank(len(o), len(b))
+    if len(b) == 0 or len(o) == 0 or (b <= 0).any() or (o <= 0).any() or not np.isfinite(np.r_[b, o]).all():
+        return None
+    k, cov = interval_rank(len(o), len(b), level)
     d = np.sort((np.log(o)[:, None] - np.log(b)[None, :]).ravel())
     ratio = float(np.exp(np.median(d)))
-    if cov < MIN_LEVEL:
-        return Comparison(ratio, None, None, None, pct, "no verdict",
-                          f"too few repeats (n={len(b)} and {len(o)}) for a {100 * MIN_LEVEL:.0f} % interval")
-    lo, hi = float(np.exp(d[k - 1])), float(np.exp(d[len(d) - k]))
-    return Comparison(ratio, lo, hi, cov, pct, verdict(lo, hi, direction_))
+    if cov < min(level, MIN_LEVEL):
+        return ratio, None, None, cov
+    return ratio, float(np.exp(d[k - 1])), float(np.exp(d[len(d) - k])), cov
 
 
-def verdict(lo: float, hi: float, direction_: int) -> str:
-    if lo <= 1.0 <= hi:
-        return "no significant difference"
-    higher = lo > 1.0
-    if direction_ == 0:
-        return "higher" if higher else "lower"
-    return "better" if (higher == (direction_ > 0)) else "worse"
+@dataclass(frozen=True)
+class Design:
+    """The sequential design of a stack comparison: pairs of launches (A B, A B, ...) are added in
+    looks; at each look every undecided metric's interval is computed at level 1 - alpha/len(looks)
+    (Bonferroni over the looks), so that the chance that *any* look of an A/A comparison excludes 1
+    stays below alpha whatever the looks decide. A metric stops at the first look where its interval
+    excludes 1 (a difference) or lies inside [1/(1+margin), 1+margin] (no difference); after the last
+    look it is inconclusive, with its interval."""
+    looks: tuple = (5, 7, 10)          # cumulative pairs per stack at each look
+    alpha: float = 0.05
+    margin: float = 0.05
+
+    @property
+    def level(self) -> float:
+        return 1.0 - self.alpha / len(self.looks)
+
+    @property
+    def min_pairs(self) -> int:
+        return self.looks[0]
+
+    @property
+    def max_pairs(self) -> int:
+        return self.looks[-1]
+
+    def as_dict(self) -> dict:
+        return {"looks": list(self.looks), "alpha": self.alpha, "margin": self.margin, "level": self.level}
+
+
+def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: float = 0.05,
+           margin: float = 0.05) -> Design:
+    """At most n_looks looks from min_pairs to max_pairs pairs, evenly spaced. The first look must be
+    able to reach the Bonferroni-adjusted level at all: 4 + 4 launches never reach 98.3 %."""
+    if not 1 <= min_pairs <= max_pairs:
+        raise ValueError(f"pairs: need 1 <= min ({min_pairs}) <= max ({max_pairs})")
+    if not 0 < alpha < 1 or not 0 < margin < 1:
+        raise ValueError("alpha and margin must lie in (0, 1)")
+    n = max(1, min(n_looks, max_pairs - min_pairs + 1))
+    looks = sorted({round(min_pairs + i * (max_pairs - min_pairs) / max(1, n - 1)) for i in range(n)})
+    return Design(tuple(int(x) for x in looks), alpha, margin)
+
+
+def design_from(d: dict | None) -> Design:
+    """The design recorded in a run (report JSON `stackproof.design`); one look at 95 % when absent."""
+    if not isinstance(d, dict):
+        return Design(looks=(0,), alpha=1 - LEVEL, margin=0.05)
+    looks = d.get("looks")
+    ok = isinstance(looks, list) and looks and all(isinstance(x, int) and 0 < x < 10_000 for x in looks)
+    alpha, margin = d.get("alpha"), d.get("margin")
+    if not ok or not all(isinstance(v, (int, float)) and 0 < v < 1 for v in (alpha, margin)):
+        raise ValueError("design: looks must be positive integers, alpha and margin in (0, 1)")
+    return Design(tuple(looks), float(alpha), float(margin))

@@ -1,24 +1,79 @@
-"""The verdict table (the report's opening) and on-node bandwidth as a fraction of the node's
-memory-copy bandwidth measured in the same run (MemoryBandwidth.copy_bw)."""
+"""The verdict: the per-metric call from the ratio's interval, and the report's opening table (stack A
+vs stack B, one row per application metric); on-node bandwidth as a fraction of the node's
+memory-copy bandwidth measured in the same run (MemoryBandwidth.copy_bw).
+
+Calls (docs/performance.md): *better* / *worse* when the interval of other/baseline excludes 1 (the
+direction declared by the check says which), *no difference* when it lies inside the equivalence
+margin [1/(1+m), 1+m], else *inconclusive* (with the interval). A metric whose check declared no
+direction is called *higher* / *lower*, never better or worse. "Verdict" means this call only; whether a
+ReFrame run measured anything at all is its *run outcome* (stackproof.run_outcome).
+"""
 from __future__ import annotations
 
-import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
 from .curves import headline_var, size_of_var
 from .rows import by_key, why_not_measured
 from .sections import Context, Section, Table, fmt
-from .stats import LEVEL, compare, direction, summarize
+from .stats import LEVEL, Design, ratio_interval, summarize
 
-PERF_CHECKS = re.compile(r"OSU|NetPIPE|AMG|SW4|FWQ|Memory|Bench", re.I)
+BETTER, WORSE, SAME, INCONCLUSIVE, NO_VERDICT = "better", "worse", "no difference", "inconclusive", "no verdict"
+DECIDED = (BETTER, WORSE, SAME, "higher", "lower")
+CSS = {BETTER: "better", WORSE: "worse", SAME: "nsd", INCONCLUSIVE: "inc", NO_VERDICT: "nm", "higher": "dir",
+       "lower": "dir"}
 FWQ_HEADLINE = ("std", "noise_fraction")
-CSS = {"better": "better", "worse": "worse", "no significant difference": "nsd"}
-ARROW = {-1: "lower is better", 1: "higher is better", 0: "direction unknown"}
+ONE_LOOK = Design(looks=(0,), alpha=1 - LEVEL, margin=0.05)
 
 
-def _headline_rows(ctx: Context):
+@dataclass(frozen=True)
+class Comparison:
+    ratio: float | None            # Hodges-Lehmann ratio other/baseline (None: not computable)
+    lo: float | None               # interval of the ratio
+    hi: float | None
+    level: float | None            # the interval's exact coverage
+    pct: float | None              # (median other / median baseline - 1) * 100
+    verdict: str                   # the call: better | worse | no difference | inconclusive | higher | lower | no verdict
+    why: str = ""                  # why no call could be made
+
+
+def call(lo: float, hi: float, better: str | None, margin: float) -> str:
+    """The call from an interval of other/baseline (see the module text)."""
+    if lo > 1.0 or hi < 1.0:
+        higher = lo > 1.0
+        if better not in ("higher", "lower"):
+            return "higher" if higher else "lower"
+        return BETTER if higher == (better == "higher") else WORSE
+    if 1.0 / (1.0 + margin) <= lo and hi <= 1.0 + margin:
+        return SAME
+    return INCONCLUSIVE
+
+
+def judge(baseline, other, better: str | None, design: Design = ONE_LOOK) -> Comparison:
+    b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
+    mb, mo = float(np.median(b)), float(np.median(o))
+    pct = 100.0 * (mo - mb) / mb if mb else None
+    got = ratio_interval(b, o, design.level)
+    if got is None:
+        return Comparison(mo / mb if mb else None, None, None, None, pct, NO_VERDICT,
+                          "values <= 0: a ratio is not defined")
+    ratio, lo, hi, cov = got
+    if lo is None:
+        return Comparison(ratio, None, None, None, pct, NO_VERDICT,
+                          f"too few repeats (n={len(b)} and {len(o)}) for an interval")
+    return Comparison(ratio, lo, hi, cov, pct, call(lo, hi, better, design.margin))
+
+
+def decided(verdict: str) -> bool:
+    """True when more launches cannot change the call (the sequential driver stops this metric)."""
+    return verdict in DECIDED
+
+
+def headline_rows(ctx: Context):
+    """The rows the verdict uses: OSU/NetPIPE curves only at 8 B and 1 MiB, FWQ only its std and
+    noise fraction, every other metric as it is."""
     sizes = defaultdict(set)
     for r in ctx.rows:
         s = size_of_var(r.var)
@@ -33,16 +88,24 @@ def _headline_rows(ctx: Context):
         yield r
 
 
+def node_check_keys(ctx: Context) -> set[tuple]:
+    """Measurements that ran with one stack only while the run compared several: node checks (FWQ
+    under the profiles, core specialization, binding), which measure the node, not the stack."""
+    if len(ctx.stacks) < 2:
+        return set()
+    return {k for k, per_stack in by_key(ctx.cases).items() if len([s for s, cs in per_stack.items() if cs]) == 1}
+
+
 def verdict_rows(ctx: Context) -> list[dict]:
-    """One dict per (measurement, metric): each stack's summary and each other stack against the baseline."""
+    """One dict per stack-comparison metric: each stack's summary and each other stack against the baseline."""
     keyed = by_key(ctx.cases)
+    node = node_check_keys(ctx)
     out = []
-    seen_keys = set()
-    for r in _headline_rows(ctx):
-        seen_keys.add((r.check, r.case, r.system))
-        d = direction(r.var, r.unit)
+    for r in headline_rows(ctx):
+        if (r.check, r.case, r.system) in node:
+            continue
         row = {"check": r.check, "case": r.case, "system": r.system, "var": r.var, "unit": r.unit,
-               "direction": d, "stacks": {}, "vs": {}}
+               "better": r.better, "stacks": {}, "vs": {}}
         for s in ctx.stacks:
             if r.samples.get(s):
                 sm = summarize(r.samples[s])
@@ -59,89 +122,107 @@ def verdict_rows(ctx: Context) -> list[dict]:
                 who = ctx.baseline if not base else s
                 row["vs"][s] = {"verdict": f"not measured ({who}: {row['stacks'][who]['not_measured']})"}
                 continue
-            c = compare(base, r.samples[s], d)
+            c = judge(base, r.samples[s], r.better, ctx.design)
             row["vs"][s] = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "pct": c.pct,
+                            "n": [len(base), len(r.samples[s])],
                             "verdict": c.verdict + (f": {c.why}" if c.why else "")}
-        out.append(row)
-    # measurements no stack produced a value for (all skipped or failed)
-    for key, per_stack in sorted(keyed.items()):
-        if key in seen_keys or not PERF_CHECKS.search(key[0]):
-            continue
-        if any(c.result == "pass" and c.perf for cs in per_stack.values() for c in cs):
-            continue
-        row = {"check": key[0], "case": key[1], "system": key[2], "var": "-", "unit": "", "direction": 0,
-               "stacks": {s: {"not_measured": why_not_measured(per_stack.get(s, []))} for s in ctx.stacks}, "vs": {}}
-        for s in ctx.stacks:
-            if s != ctx.baseline:
-                who = ctx.baseline if per_stack.get(ctx.baseline) or not per_stack.get(s) else s
-                row["vs"][s] = {"verdict": f"not measured ({who}: {row['stacks'][who]['not_measured']})"}
         out.append(row)
     return out
 
 
-def _short_reason(reason: str) -> str:
-    """A skip reason names files and paths and would stretch the verdict table past the page, hiding the
-    verdict column: the table says "skipped" and the Skipped checks section gives each reason in full."""
-    return "skipped: reason under Skipped checks" if reason.startswith("skipped") else reason
+def unmeasured_benchmarks(ctx: Context) -> list[str]:
+    """Stack-comparison checks that no stack passed (all skipped or failed); a check that passed
+    without a performance value (MPI hello) is not one of them."""
+    measured = {(r.check, r.case, r.system) for r in ctx.rows}
+    node = node_check_keys(ctx)
+    return [k[1] for k, per_stack in sorted(by_key(ctx.cases).items())
+            if k not in measured and k not in node and not any(c.result == "pass"
+                                                               for cs in per_stack.values() for c in cs)]
 
 
-def _level(lv) -> str:
-    return "" if lv is None else (f" ({100 * lv:.0f} % level)" if lv < LEVEL else "")
+def _short(reason: str) -> str:
+    return reason.split(":")[0] if reason.startswith(("skipped", "failed")) else reason
+
+
+def _better_text(better: str | None) -> str:
+    return {"higher": "higher is better", "lower": "lower is better"}.get(better, "direction not declared")
 
 
 def verdict_section(ctx: Context) -> Section:
     rows = verdict_rows(ctx)
     ctx.data["verdicts"] = rows
+    ctx.data["design"] = ctx.design.as_dict()
     others = [s for s in ctx.stacks if s != ctx.baseline]
-    # The verdict comes right after the metric: on a narrow screen the wide medians scroll, not the answer.
-    header = ["benchmark", "metric"]
+    level = ctx.design.level
+    header = ["metric"]
     for o in others:
-        header += ["verdict" if len(others) == 1 else f"verdict {o}", f"{o} / {ctx.baseline} [95 % CI]",
-                   f"{o} vs {ctx.baseline} (%)"]
-    header += [f"{s} median [min–max] (n)" for s in ctx.stacks]
+        header += ["verdict" if len(others) == 1 else f"verdict {o}",
+                   f"{o} / {ctx.baseline} [{100 * level:.1f} % CI]", "n pairs"]
+    header += [f"{s} median [min–max]" for s in ctx.stacks]
     table = []
     for r in rows:
-        cells = [r["case"] + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}"),
-                 "-" if r["var"] == "-" else f"{r['var']} ({r['unit']}), {ARROW[r['direction']]}"]
-        medians = []
-        for s in ctx.stacks:
-            st = r["stacks"][s]
-            if "not_measured" in st:
-                medians.append((f"not measured ({_short_reason(st['not_measured'])})", "nm"))
-            elif st["n"] == 1:
-                medians.append(f"{fmt(st['median'])} (1)")
-            else:
-                medians.append(f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
+        cells = [f"{r['case']}: {r['var']} ({r['unit'] or 'no unit'}, {_better_text(r['better'])})"
+                 + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}")]
         for o in others:
             v = r["vs"][o]
             verdict = v["verdict"]
-            css = CSS.get(verdict, "nm" if verdict.startswith("not measured") else "")
             if verdict.startswith("not measured"):
-                verdict = "not measured"  # the reason is in the stack's own cell of this row
-            if v.get("lo") is not None:
-                ratio = f"{v['ratio']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]{_level(v['level'])}"
-            elif v.get("ratio") is not None:
-                ratio = f"{v['ratio']:.3g} [no interval]"
-            else:
-                ratio = "-"
-            pct = "-" if v.get("pct") is None else f"{v['pct']:+.1f} %"
-            cells += [(verdict, css), ratio, pct]
-        table.append(cells + medians)
-    text = [
-        f"Baseline: {ctx.baseline}. Each cell gives the median over the repeats, the spread (min-max) and the "
-        "number of repeats n. The ratio is other / baseline (Hodges-Lehmann estimate on log values) with its "
-        "exact distribution-free 95 % confidence interval (Mann-Whitney); where too few repeats cannot reach "
-        "95 % the interval's real level is printed beside it, e.g. (90 % level) for 3 + 3 repeats. "
-        "The % column is (median other - median baseline) / median baseline: for latencies and times a "
-        "negative % means the other stack is faster; for bandwidth and figures of merit a positive % means "
-        "it is better.",
-        "Verdict: better or worse only when the interval excludes 1 (taking the metric's direction into "
-        "account); otherwise no significant difference. A stack without a value says why (skipped or "
-        "failed, with the reason) and is never counted as a pass.",
-    ]
+                cells += [(f"not measured ({_short(verdict[len('not measured ('):-1])})", "nm"), "-", "-"]
+                continue
+            css = CSS.get(verdict.split(":")[0], "")
+            ratio = (f"{v['ratio']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]" if v.get("lo") is not None else
+                     f"{v['ratio']:.3g} [no interval]" if v.get("ratio") is not None else "-")
+            if v.get("level") is not None and v["level"] < level - 1e-9:
+                ratio += f" ({100 * v['level']:.0f} % level)"
+            cells += [(verdict, css), ratio, str(min(v.get("n") or [0]))]
+        for s in ctx.stacks:
+            st = r["stacks"][s]
+            cells.append((f"not measured ({_short(st['not_measured'])})", "nm") if "not_measured" in st else
+                         f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
+        table.append(cells)
+    d = ctx.design
+    looks = ("one look" if d.looks == (0,) else
+             f"looks after {', '.join(map(str, d.looks))} pairs, each at {100 * level:.1f} % (Bonferroni: "
+             f"{100 * d.alpha:.0f} % / {len(d.looks)} looks)")
+    text = [f"Baseline: {ctx.baseline}. Per metric: the ratio other / baseline (Hodges-Lehmann on log values) "
+            f"with its exact distribution-free interval (Mann-Whitney), {looks}. Verdict: better or worse when "
+            f"the interval excludes 1 (in the direction the check declares), no difference when it lies "
+            f"inside ±{100 * d.margin:.0f} %, inconclusive otherwise (more launches would be needed). "
+            "Node checks, which run with one stack, are in their own section below."]
+    missing = unmeasured_benchmarks(ctx)
+    if missing:
+        text.append(f"Measured by no stack (see Skipped and Failed checks): {', '.join(missing)}.")
     if not rows:
-        text.append("No performance value was measured by any stack.")
+        text.append("No metric was measured by two stacks: there is nothing to compare.")
     return Section("Verdict", text=text, tables=[Table(header, table)], anchor="verdict")
+
+
+def node_checks_section(ctx: Context) -> Section | None:
+    """Table-IV style: the node checks (one stack), each metric's median, spread and n; failures and
+    skips with their reason, never as 'not measured' rows of the stack verdict."""
+    node = node_check_keys(ctx)
+    if not node:
+        return None
+    keyed = by_key(ctx.cases)
+    rows = []
+    measured = set()
+    for r in sorted(ctx.rows, key=lambda r: (r.check, r.case, r.var)):
+        if (r.check, r.case, r.system) not in node:
+            continue
+        (stack, vals), = r.samples.items()
+        sm = summarize(vals)
+        measured.add((r.check, r.case, r.system))
+        rows.append([r.case, stack, f"{r.var} ({r.unit or 'no unit'})", _better_text(r.better),
+                     f"{fmt(sm.median)} [{fmt(sm.lo)}–{fmt(sm.hi)}] ({sm.n})"])
+    for k in sorted(node - measured):
+        (stack, cs), = [(s, cs) for s, cs in keyed[k].items() if cs]
+        res = {c.result for c in cs}
+        text = why_not_measured(cs) if res != {"pass"} else "passed (no performance value)"
+        rows.append([k[1], stack, "-", "-", (text, "" if res == {"pass"} else "nm")])
+    return Section("Node checks", anchor="node", text=[
+        "Checks that measure the node rather than the stack (FWQ noise under the core-specialization "
+        "profiles, core specialization, binding) run with one stack; median [min–max] (n) over the repeats."],
+        tables=[Table(["check", "stack", "metric", "direction", "value"], rows)])
 
 
 def _only_system(ctx: Context) -> str | None:
@@ -163,7 +244,7 @@ def bandwidth_fraction_section(ctx: Context) -> Section | None:
     copy = copy_bandwidth(ctx)
     ctx.data["copy_bw"] = {f"{s}@{sysname}": v for (s, sysname), v in copy.items()}
     rows = []
-    for r in _headline_rows(ctx):
+    for r in headline_rows(ctx):
         if not r.var.startswith("bw") or r.check.startswith("MemoryBandwidth") or r.unit != "MB/s":
             continue
         for s in ctx.stacks:
@@ -187,3 +268,4 @@ def bandwidth_fraction_section(ctx: Context) -> Section | None:
     return Section("Bandwidth against the memory-copy limit", text=text, anchor="membw", tables=[
         Table(["benchmark", "metric", "stack", "median (MB/s)", "memory copy (MB/s)", "fraction", "copy measured by"],
               rows)])
+

@@ -1,6 +1,7 @@
 """Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index)
 without MPI: each prints numbers scaled by the environment's FAKE_SCALE."""
 import reframe as rfm
+import reframe.utility.typecheck as typ
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, performance_function, run_after, sanity_function, variable
 
@@ -12,6 +13,8 @@ class _Contract(rfm.RunOnlyRegressionTest):
     stack = variable(str, value='', loggable=True)
     mpi_library = variable(str, value='', loggable=True)
     mpi_library_path = variable(str, value='', loggable=True)
+    #: the direction of each performance variable, declared by the check (the report never guesses it)
+    perf_better = variable(typ.Dict[str, str], value={}, loggable=True)
     executable = 'sh'
 
     @run_after('setup')
@@ -24,6 +27,7 @@ class _Contract(rfm.RunOnlyRegressionTest):
 
 @rfm.simple_test
 class NetPIPEFake(_Contract):
+    perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     """Latency 5 us x scale (+0.1 us per repeat), bandwidth 9000 MB/s / scale (+1 per repeat); the
     curve in np.out as NetPIPE writes it (bytes, Mbps, seconds)."""
     keep_files = ['np.out']
@@ -54,6 +58,7 @@ class NetPIPEFake(_Contract):
 
 @rfm.simple_test
 class MemoryBandwidth(_Contract):
+    perf_better = {'copy_bw': 'higher'}
     """The node's memory-copy bandwidth: 20000 MB/s whatever the stack."""
     executable_opts = ['-c', '"echo copy_bw 20000"']
 

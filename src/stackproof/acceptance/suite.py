@@ -1,0 +1,288 @@
+"""The ReFrame part of `make acceptance`: stack comparisons in looks (interleaved pairs of launches
+until each metric's verdict is known) and the node checks once per core-specialization profile.
+
+run_reframe() is the one place that calls reframe-tests/run.py (one ReFrame session on the test
+cluster as it is now, i.e. under the profile it was brought up with). Each look is one session;
+their reports are merged into one reframe-report.json with a `stackproof` record (design, timing,
+provenance) that `stackproof report` reads.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StackproofError
+from ..paths import REPO
+from ..report.rows import cases_from_report, perf_rows, resolve_labels
+from ..report.sections import Context
+from ..report.stats import Design
+from ..report.verdict import decided, verdict_rows
+
+# Checks that compare the stacks (repeated in looks) and node checks (one stack, once per profile).
+# MPIHello is not repeated in looks: every benchmark records its ranks' MPI library (identity probe).
+STACK_CHECKS = ("NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark",
+                "HPCC", "Hypre", "GPUHealth")
+NODE_CHECKS = ("FWQNoise", "CoreSpecCheck")
+BASELINE_NODE_CHECKS = ("MpibindBinding",)
+RFM_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP)\s*\]\s*(?:\(\s*(\d+)/(\d+)\)\s+)?(.+?)\s+/\w+\s+@\S+?\+(\S+)")
+
+
+def fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+@dataclass
+class Progress:
+    """The live line: look, check, stack, repeat k of at most n, elapsed and estimated remaining."""
+    t0: float
+    max_pairs: int
+    look: str = ""
+    later_s: float = 0.0            # estimate for the looks after this one
+    done: int = 0
+    case_s: list = field(default_factory=list)
+    tty: bool = field(default_factory=lambda: sys.stderr.isatty())
+
+    def line(self, text: str) -> None:
+        if self.tty:
+            print("\r\033[K" + text, end="", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def feed(self, raw: str, t_case: list) -> None:
+        m = RFM_LINE.match(re.sub(r"\x1b\[[0-9;]*m", "", raw).strip())
+        if not m:
+            return
+        kind, i, n, name, stack = m.groups()
+        rep = re.search(r"%repeat_index=(\d+)", name)
+        check = re.sub(r"\s*%repeat_index=\d+", "", name)
+        elapsed = time.monotonic() - self.t0
+        if kind == "RUN":
+            t_case[:] = [time.monotonic()]
+            k = f", repeat {int(rep.group(1)) + 1} of at most {self.max_pairs}" if rep else ""
+            self.line(f"  {self.look}: {check} [{stack}]{k}; elapsed {fmt_s(elapsed)}")
+            return
+        if t_case:
+            self.case_s.append(time.monotonic() - t_case[0])
+        if i and n:
+            mean = sum(self.case_s) / len(self.case_s) if self.case_s else 0.0
+            left = (int(n) - int(i)) * mean + self.later_s
+            self.line(f"  {self.look}: {kind.lower()} {check} [{stack}] ({i}/{n}); elapsed {fmt_s(elapsed)}, "
+                      f"about {fmt_s(left)} left")
+        if kind == "FAIL" and self.tty:
+            print(file=sys.stderr)
+
+
+_children: list[subprocess.Popen] = []
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_children(grace: float = 20.0) -> None:
+    """SIGINT to each running ReFrame session's process group (run.py and ReFrame: ReFrame cancels its
+    jobs and writes its report), SIGTERM after `grace` s, SIGKILL after twice that; returns when
+    every process of the group is gone, not only its leader."""
+    for p in list(_children):
+        pgid = p.pid                          # start_new_session: the leader's pid is the group id
+        for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            if not _group_alive(pgid):
+                break
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while time.monotonic() < end and _group_alive(pgid):
+                p.poll()                      # reap the leader so the group can empty
+                time.sleep(0.2)
+        p.poll()
+        _children.remove(p)
+
+
+def reframe_cmd(stacks: list[str], names: list[str], report: Path, extra: list[str] = ()) -> list[str]:
+    """reframe-tests/run.py on the test cluster's cpu partition for these stacks and check names."""
+    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
+    for s in stacks:
+        cmd += ["--stack", s]
+    return cmd + ["--", "--system", "testcluster:cpu", "-n", "|".join(names), "-x", ".*%size=paper",
+                  "--report-file", str(report), *extra]
+
+
+def run_reframe(env: dict, stacks: list[str], names: list[str], repeat: int, report: Path, log: Path,
+                progress: Progress, extra: list[str] = ()) -> tuple[int, float]:
+    """One ReFrame session (reframe-tests/run.py) on the test cluster as it is now: the checks whose
+    display name matches one of `names`, each repeated `repeat` times, stacks interleaved. Output goes
+    to `log`; the live line to stderr. Returns (exit status, seconds). The session runs in its own
+    process group so an interrupt reaches it through stop_children() only, in order."""
+    cmd = reframe_cmd(stacks, names, report, extra)
+    env = {**env, "STACKPROOF_REPEAT": str(repeat)}
+    t0 = time.monotonic()
+    t_case: list = []
+    with open(log, "a", buffering=1) as fh:          # line-buffered: the log follows the run
+        fh.write(f"$ {' '.join(cmd)}\n")
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                bufsize=1, start_new_session=True)
+        _children.append(proc)           # stays listed when interrupted: stop_children() ends it
+        for line in proc.stdout:
+            fh.write(line)
+            progress.feed(line, t_case)
+        rc = proc.wait()
+        _children.remove(proc)
+    if progress.tty:
+        print(file=sys.stderr)
+    return rc, time.monotonic() - t0
+
+
+def load_report(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise StackproofError(f"ReFrame report {path}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise StackproofError(f"{path}: not a ReFrame run report")
+    return doc
+
+
+def merge(docs: list[dict], offsets: list[int], record: dict) -> dict:
+    """One report from several sessions: the first session's info, every run's test cases with the
+    repeat index shifted by the pairs of earlier looks (unique names stay unique), and our record."""
+    out = {"session_info": dict(docs[0].get("session_info") or {}), "runs": [], "stackproof": record}
+    for doc, off in zip(docs, offsets):
+        for run in doc.get("runs") or []:
+            tcs = []
+            for tc in run.get("testcases") or []:
+                tc = dict(tc)
+                if off and isinstance(tc.get("repeat_index"), int):
+                    idx = tc["repeat_index"] + off
+                    for k in ("name", "display_name", "unique_name"):
+                        if isinstance(tc.get(k), str):
+                            tc[k] = re.sub(r"%repeat_index=\d+", f"%repeat_index={idx}", tc[k])
+                            if k == "unique_name":
+                                tc[k] += f"_r{idx}"
+                    tc["repeat_index"] = idx
+                tcs.append(tc)
+            out["runs"].append({**run, "testcases": tcs})
+    return out
+
+
+def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[str], int, int]:
+    """The test cases (display name without the repeat) with a stack-comparison metric whose call is
+    not yet known, and (decided, total) metric counts."""
+    _, cases = cases_from_report(doc, None, "this run")
+    order, _ = resolve_labels(cases)
+    baseline = stacks[0] if stacks[0] in order else order[0]
+    ctx = Context(cases=cases, rows=perf_rows(cases), stacks=order, baseline=baseline, img=Path("."),
+                  design=design)
+    open_, n_dec, n = set(), 0, 0
+    for row in verdict_rows(ctx):
+        for v in row["vs"].values():
+            n += 1
+            if decided(v["verdict"]) or v["verdict"].startswith("not measured"):
+                n_dec += 1
+            else:
+                open_.add(row["case"])
+    return open_, n_dec, n
+
+
+def case_pattern(case: str) -> str:
+    """A ReFrame -n regex selecting one test case whatever the repeat index and the order of its
+    parameters (ReFrame matches the display name with its spaces removed)."""
+    check, *params = case.split()
+    looks = "".join(f"(?=.*{re.escape(p)}(%|$))" for p in params if p.startswith("%"))
+    return f"^{re.escape(check)}" + (looks if looks else "(%|$)")
+
+
+def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budget_s: float,
+                   extra: list[str]) -> tuple[dict, list[dict], str]:
+    """The looks: pairs up to each look, then only the checks still undecided. Returns (merged report
+    without record, look records, summary)."""
+    docs, offsets, looks = [], [], []
+    names = [f"^{c}" for c in STACK_CHECKS]
+    done_pairs = 0
+    t0 = time.monotonic()
+    progress = Progress(t0, design.max_pairs)
+    merged = None
+    for i, pairs in enumerate(design.looks, start=1):
+        add = pairs - done_pairs
+        spent = time.monotonic() - t0
+        if looks and budget_s and spent + looks[-1]["wall_s"] / looks[-1]["pairs_added"] * add > budget_s:
+            looks.append({"index": i, "pairs": pairs, "skipped": f"budget {budget_s:.0f} s would be exceeded"})
+            break
+        report = out / f"reframe-look{i}.json"
+        report.unlink(missing_ok=True)
+        progress.look = f"look {i}/{len(design.looks)} ({pairs} pairs)"
+        per_pair = looks[-1]["wall_s"] / looks[-1]["pairs_added"] if looks else 0.0
+        progress.later_s = per_pair * (design.max_pairs - pairs)
+        rc, wall = run_reframe(env, stacks, names, add, report, out / "reframe.log", progress, extra)
+        if not report.is_file():
+            raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
+        docs.append(load_report(report))
+        offsets.append(done_pairs)
+        done_pairs = pairs
+        merged = merge(docs, offsets, {})
+        open_, n_dec, n = undecided_checks(merged, stacks, design)
+        looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1), "rc": rc,
+                      "decided": n_dec, "metrics": n, "undecided": len(open_), "checks": sorted(open_)})
+        print(f"  look {i}: {pairs} pairs, {n_dec} of {n} metrics decided ({fmt_s(wall)})", file=sys.stderr)
+        if not open_:
+            break
+        names = [case_pattern(c) for c in sorted(open_)]
+    last = looks[-1] if "decided" in looks[-1] else looks[-2]
+    summary = f"{last['decided']} of {last['metrics']} metrics decided after {done_pairs} pairs"
+    failed = failures(docs)
+    if failed:
+        summary += f"; {failed} test case(s) failed (report: Failed checks)"
+    return merged, looks, summary
+
+
+def node_checks(env: dict, out: Path, stack: str, profile: str, repeat: int, extra: list[str]) -> tuple[dict, str]:
+    """The node checks of one profile (the cluster runs it now), with one stack."""
+    names = [f"^{c}.*%profile={re.escape(profile)}(%|$)" for c in NODE_CHECKS]
+    if profile == "baseline":
+        names += [f"^{c}" for c in BASELINE_NODE_CHECKS]
+    report = out / f"reframe-node-{profile}.json"
+    report.unlink(missing_ok=True)
+    progress = Progress(time.monotonic(), repeat, look=f"node checks under {profile}")
+    rc, wall = run_reframe({**env, "STACKPROOF_NOISE_STACK": stack}, [stack], names, repeat, report,
+                           out / "reframe.log", progress, extra)
+    if not report.is_file():
+        return {"runs": []}, f"ReFrame wrote no report (exit {rc})"
+    doc = load_report(report)
+    return doc, session_summary(doc) + f" ({fmt_s(wall)})"
+
+
+def session_summary(doc: dict) -> str:
+    s = doc.get("session_info") or {}
+    return f"{s.get('num_cases', '?')} cases, {s.get('num_failures', 0)} failed, {s.get('num_skipped', 0)} skipped"
+
+
+def failures(docs: list[dict]) -> int:
+    """Failed test cases of these sessions (a step with failures is never reported as passed)."""
+    return sum(int((d.get("session_info") or {}).get("num_failures") or 0) for d in docs)
+
+
+def timing(docs: list[dict], wall_s: float, looks: list[dict], costs: dict) -> dict:
+    """Harness vs benchmark time: ReFrame's run phase summed over the test cases is the time in jobs."""
+    launch, n = 0.0, 0
+    for doc in docs:
+        for run in doc.get("runs") or []:
+            for tc in run.get("testcases") or []:
+                t = tc.get("time_run")
+                if isinstance(t, (int, float)) and tc.get("result") in ("pass", "fail"):
+                    launch += float(t)
+                    n += 1
+    return {"wall_s": round(wall_s, 1), "launch_s": round(launch, 1), "launches": n, "looks": looks, **costs}

@@ -1,0 +1,175 @@
+"""The acceptance driver without a cluster: looks merged into one report, which checks stay open after
+a look, the live progress line, provenance, and an interrupted run (SIGINT / SIGTERM to the driver
+alone): its ReFrame session is stopped, its test cluster taken down, one line, exit 128 + signal."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from stackproof.acceptance import suite
+from stackproof.acceptance.provenance import read_bench_provenance
+from stackproof.report.stats import design
+
+
+def _doc(uuid, values, check="AMGBenchmark", var="fom", better="higher"):
+    tcs = []
+    for stack, vals in values.items():
+        for i, v in enumerate(vals):
+            tcs.append({"name": f"{check} %repeat_index={i}", "display_name": f"{check} %repeat_index={i}",
+                        "unique_name": f"{check}_{i}", "system": "testcluster", "partition": "cpu",
+                        "environ": stack, "stack": stack, "result": "pass", "repeat_index": i, "time_run": 2.0,
+                        "perfvalues": {f"testcluster:cpu:{var}": [v, 0, None, None, "x/s"]},
+                        "perf_better": {var: better}})
+    return {"session_info": {"uuid": uuid, "stack": "+".join(values)}, "runs": [{"testcases": tcs}]}
+
+
+def test_looks_merge_into_one_report_with_unique_repeats(tmp_path):
+    a = _doc("s1", {"commodity": [1.0, 1.1, 1.2, 1.05, 1.15], "vendor": [1.0, 1.12, 1.18, 1.04, 1.1]})
+    b = _doc("s2", {"commodity": [1.01, 1.11], "vendor": [1.02, 1.09]})
+    merged = suite.merge([a, b], [0, 5], {"design": {"looks": [5, 7], "alpha": 0.05, "margin": 0.05}})
+    tcs = [tc for r in merged["runs"] for tc in r["testcases"]]
+    assert len({(tc["unique_name"], tc["environ"]) for tc in tcs}) == 14
+    assert sorted({tc["repeat_index"] for tc in tcs}) == list(range(7))
+    assert merged["session_info"]["uuid"] == "s1"
+    from stackproof.report import build, load_run
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(merged))
+    data = build(load_run(str(p)), tmp_path / "r", "t")
+    (row,) = data["verdicts"]
+    assert row["vs"]["vendor"]["n"] == [7, 7]
+    assert data["design"]["looks"] == [5, 7]
+
+
+def test_undecided_checks_after_a_look():
+    d = design(5, 10)
+    same = {"commodity": [1.0, 1.001, 1.002, 1.003, 1.004], "vendor": [1.0005, 1.0015, 1.0025, 1.0035, 1.0045]}
+    noisy = {"commodity": [1.0, 1.5, 0.7, 1.2, 0.9], "vendor": [1.1, 0.6, 1.4, 0.8, 1.3]}
+    worse = {"commodity": [1.0, 1.01, 1.02, 1.03, 1.04], "vendor": [0.5, 0.51, 0.52, 0.53, 0.54]}
+    docs = [_doc("s", same, "AMGBenchmark"), _doc("s", noisy, "SW4Benchmark"), _doc("s", worse, "HPCC")]
+    merged = suite.merge(docs, [0, 0, 0], {})
+    open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
+    assert open_ == {"SW4Benchmark"} and (n_dec, n) == (2, 3)
+
+
+def test_the_next_look_selects_exactly_the_open_cases():
+    pat = re.compile(suite.case_pattern("OSUBenchmark %benchmark=osu_latency %buffers=host"))
+    # ReFrame matches the display name without spaces; the repeat index comes first
+    assert pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency_mt%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_bibw%buffers=host")
+    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=cuda-device")
+    plain = re.compile(suite.case_pattern("NetPIPE"))
+    assert plain.search("NetPIPE%repeat_index=0") and plain.search("NetPIPE") and not plain.search("NetPIPEFake")
+
+
+def test_progress_line_names_check_stack_repeat_and_time(capsys):
+    p = suite.Progress(time.monotonic(), 10, look="look 1/3 (5 pairs)", tty=False)
+    t: list = []
+    p.feed("[ RUN      ] AMGBenchmark %code=amg %size=ci %repeat_index=2 /1a2b3c4d @testcluster:cpu+vendor\n", t)
+    p.feed("[       OK ] ( 3/20) AMGBenchmark %code=amg %size=ci %repeat_index=2 /1a2b3c4d "
+           "@testcluster:cpu+vendor\n", t)
+    err = capsys.readouterr().err.splitlines()
+    assert "AMGBenchmark %code=amg %size=ci [vendor], repeat 3 of at most 10; elapsed 0m00s" in err[0]
+    assert "(3/20)" in err[1] and "left" in err[1]
+
+
+def test_bench_provenance_is_read_and_cleaned(tmp_path):
+    assert read_bench_provenance(tmp_path / "provenance.json")[1].startswith("no provenance.json")
+    (tmp_path / "provenance.json").write_text(json.dumps({
+        "hpcc": {"version": "1.5.0", "source": "debian hpcc_1.5.0.orig.tar.gz", "sha256": "files:" + "a" * 64,
+                 "binaries": {"bin/hpcc": "b" * 64, "evil<script>": "c" * 64, "../etc/x": "e" * 64},
+                 "inputs": {"share/hpcc/_hpccinf.txt": "d" * 64}},
+        "../x": {"version": "1"}, "osu": "not an object"}))
+    got, note = read_bench_provenance(tmp_path / "provenance.json")
+    assert note is None and list(got) == ["hpcc"]
+    assert got["hpcc"]["binaries"] == {"bin/hpcc": "b" * 64}
+    assert got["hpcc"]["inputs"] == {"share/hpcc/_hpccinf.txt": "d" * 64}
+    assert got["hpcc"]["sha256"] == "files:" + "a" * 64
+    (tmp_path / "provenance.json").write_text("{")
+    assert "not JSON" in read_bench_provenance(tmp_path / "provenance.json")[1]
+
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import stackproof.acceptance as acc
+    from stackproof.acceptance import suite
+    log = Path(sys.argv[1])
+
+    class FakeCluster:
+        root = log.parent
+        def up(self, settings):
+            with open(log, "a") as fh: fh.write("up\\n")
+            class St: node_names = ["n1"]; system_cpus = ""; app_cpus = "0-1"; settings = {"fake_gpus": 0}
+            return St()
+        def down(self, quiet=False):
+            with open(log, "a") as fh: fh.write("down\\n")
+            return {}
+        def load_state(self):
+            return self.up(None)
+        def env(self):
+            import os; return dict(os.environ)
+
+    acc.Cluster = FakeCluster
+    acc.ensure_ready = lambda stacks, kind: []
+    acc.build_mpi_hello = lambda mpi, out: Path("/bin/true")
+    acc.mpi_smoke = lambda *a: "ok"
+    acc.profile_names = lambda: ["baseline"]
+    acc.plan = lambda nt, p: None
+    # the ReFrame session: a child that records the signal it gets, then exits like ReFrame does
+    child = ("import signal, sys, time\\n"
+             "def h(s, f):\\n"
+             "    open(sys.argv[1], 'a').write('reframe got ' + signal.Signals(s).name + '\\\\n'); sys.exit(1)\\n"
+             "signal.signal(signal.SIGINT, h)\\n"
+             "print('[ RUN      ] FWQNoise %profile=baseline /12345678 @testcluster:cpu+commodity', flush=True)\\n"
+             "time.sleep(300)\\n")
+    suite.reframe_cmd = lambda *a, **k: [sys.executable, "-c", child, str(log)]
+    sys.exit(acc.main(["--stack", "commodity", "--stack", "vendor"]))
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the driver refuses to run without root")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
+    log = tmp_path / "events.log"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = {**os.environ, "STACKPROOF_REPORT_DIR": str(tmp_path / "out")}
+    proc = subprocess.Popen([sys.executable, str(script), str(log)], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
+    rfm_log = tmp_path / "out" / "reframe.log"
+    for _ in range(300):                       # until the fake ReFrame session runs (its output, not the command)
+        if rfm_log.is_file() and re.search(r"^\[ RUN", rfm_log.read_text(), re.M):
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the fake ReFrame session never started: " + proc.communicate()[1][-2000:])
+    proc.send_signal(sig)                      # the driver alone, not its process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err, err
+    assert f"acceptance: interrupted ({signal.Signals(sig).name})" in err
+    events = log.read_text().splitlines()
+    assert "reframe got SIGINT" in events, events          # ReFrame is asked to stop: it cancels its jobs
+    assert events[-1] == "down", events                     # and the test cluster is taken down
+
+
+def test_options_of_the_looks():
+    from stackproof.acceptance import parse_args
+    a = parse_args([])
+    assert a.design.looks == (5, 8, 10) and a.stack == ["commodity", "vendor"]
+    # the form before looks (docs): a fixed number of pairs, one look at 95 %
+    a = parse_args(["--repeat", "3"])
+    assert a.design.looks == (3,) and a.design.level == pytest.approx(0.95)
+    a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])
+    assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every pair
+    for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
