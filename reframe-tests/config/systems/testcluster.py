@@ -80,8 +80,10 @@ if nt is not None:
                   env_vars=[('SLURM_MPI_TYPE', 'pmix')],
                   extras={'profile': PROFILE, 'noise_daemon': NOISE_DAEMON})
     serial = [f'--job-name={JOB_NAME}', '--dependency=singleton', '--exclusive']
+    # the mpibind SPANK plugin only when the running cluster loads it (without a cluster: assumed)
+    mpibind = ['mpibind'] if STATE is None or SETTINGS.get('mpibind_plugin') else []
     parts = [partition(nt, 'cpu', descr='all test-cluster nodes', access=['--partition=cpu'] + serial,
-                       features=['remote', 'slurm', 'profiles', 'corespec', 'mpibind'], **common)]
+                       features=['remote', 'slurm', 'profiles', 'corespec'] + mpibind, **common)]
     if FAKE_GPUS:
         parts.append(partition(nt, 'gpu', descr='test-cluster nodes with fake GPUs',
                                access=['--partition=gpu'] + serial,
