@@ -21,6 +21,7 @@ COMMANDS = {
     "images": "stackproof.images",
     "vcluster": "stackproof.vcluster.cli",
     "spack-check": "stackproof.spackcheck",
+    "spack": "stackproof.spackenv",
     "stack": "stackproof.stacks",
 }
 # Programs with their own argument parser, reachable as `stackproof <noun> <verb> [their options]`
