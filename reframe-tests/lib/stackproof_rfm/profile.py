@@ -67,13 +67,6 @@ class NodeProfile(rfm.RegressionTestPlugin):
             except RuntimeError as exc:
                 self.skip(str(exc))
             return
-        if switchable:
-            running = part.extras.get('noise_daemon') or ''
-            if running != self.noise_daemon:
-                self.skip(f'{part.fullname} runs ' + (f'noise daemon {running}' if running else 'no noise daemon') +
-                          '; this check measures ' +
-                          (f'noise daemon {self.noise_daemon}' if self.noise_daemon else 'without one') +
-                          f': `stackproof cluster up --profile {profile} --noise-daemon {self.noise_daemon or "none"}`')
         installed = os.path.join(part.extras.get('stackproof_root', '/'), 'etc/stackproof/profile.env')
         if not os.path.isfile(installed):
             self.skip(f'{installed} not found: the nodes run no stackproof profile ' +
@@ -85,6 +78,12 @@ class NodeProfile(rfm.RegressionTestPlugin):
             how = f'`stackproof cluster up --profile {profile}`' if switchable else \
                 'boot the nodes with that profile'
             self.skip(f'{part.fullname} runs profile {running!r}; this check measures {profile!r}: {how}')
+        daemon = part.extras.get('noise_daemon') or ''
+        if switchable and daemon != self.noise_daemon:
+            self.skip(f'{part.fullname} runs ' + (f'noise daemon {daemon}' if daemon else 'no noise daemon') +
+                      '; this check measures ' +
+                      (f'noise daemon {self.noise_daemon}' if self.noise_daemon else 'without one') +
+                      f': `stackproof cluster up --profile {running} --noise-daemon {self.noise_daemon or "none"}`')
         self.profile_env = values
 
 
