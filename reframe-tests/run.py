@@ -219,6 +219,7 @@ def merge_reports(paths, target):
 def run_profiles(cmd, config, args, extra):
     """One cluster configuration and one ReFrame session per profile (and noise daemon); the
     reports merged into REFRAME ARGS' --report-file (else a temporary one); the verdict on all."""
+    import partitions
     cmd = cmd[:len(cmd) - len(extra)] if extra else cmd      # reframe_command appended REFRAME ARGS
     report, extra = report_option(extra)
     tmpdir = tempfile.mkdtemp(prefix='stackproof-profiles-')
@@ -233,7 +234,10 @@ def run_profiles(cmd, config, args, extra):
             continue
         path = os.path.join(tmpdir, f'report-{profile}-{daemon}.json')
         only = ['-n', 'FWQNoise'] if daemon != 'none' else []
-        session_rc, session_lines = stream(cmd + extra + only + ['--report-file', path])
+        # each session its own stage/output tree: a later session that skips a check would otherwise
+        # clean the output (e.g. the FWQ trace) an earlier session kept for it
+        prefix = os.path.join(partitions.default_prefix(), 'sessions', f'{profile}-{daemon}')
+        session_rc, session_lines = stream(cmd + extra + only + ['--prefix', prefix, '--report-file', path])
         lines += session_lines
         rc = rc or session_rc
         if os.path.isfile(path):
