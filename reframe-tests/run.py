@@ -194,24 +194,36 @@ def cluster_up(profile, daemon):
 
 
 def merge_reports(paths, target):
-    """One ReFrame report from several sessions: the first session's info with the counts summed,
-    every session's runs (each test case keeps its own session's profile in its partition extras)."""
+    """One ReFrame report from several sessions, as if one session had run each test case in the
+    configuration it needs: a case skipped in one session (another profile) and run in another keeps
+    the run; a case skipped everywhere is kept once. Session info: the first session's, counts of the
+    merged cases, the sessions' UUIDs in `stackproof_sessions`."""
     docs = []
     for path in paths:
         with open(path) as fh:
             docs.append(json.load(fh))
     merged = dict(docs[0])
-    info = dict(merged.get('session_info', {}))
-    for key in ('num_cases', 'num_failures', 'num_aborted', 'num_skipped'):
-        info[key] = sum(d.get('session_info', {}).get(key, 0) or 0 for d in docs)
-    info['time_end'] = docs[-1].get('session_info', {}).get('time_end', info.get('time_end'))
-    info['stackproof_sessions'] = [d.get('session_info', {}).get('uuid') for d in docs]
-    merged['session_info'] = info
     runs = {}
     for d in docs:       # run i of every session is the same retry round
         for i, run in enumerate(d.get('runs', [])):
-            runs.setdefault(i, dict(run, testcases=[]))['testcases'] += run.get('testcases', [])
-    merged['runs'] = [runs[i] for i in sorted(runs)]
+            cases = runs.setdefault(i, ({}, dict(run)))[0]
+            for tc in run.get('testcases', []):
+                key = (tc.get('name'), tc.get('system'), tc.get('partition'), tc.get('environ'))
+                if key not in cases or cases[key].get('result') == 'skip':
+                    cases[key] = tc
+    merged['runs'] = []
+    for i in sorted(runs):
+        cases, run = runs[i]
+        merged['runs'].append(dict(run, testcases=list(cases.values()), num_cases=len(cases)))
+    last = merged['runs'][-1]['testcases'] if merged['runs'] else []
+    info = dict(merged.get('session_info', {}))
+    info['num_cases'] = len(merged['runs'][0]['testcases']) if merged['runs'] else 0
+    info['num_failures'] = sum(tc.get('result') == 'fail' for tc in last)
+    info['num_aborted'] = sum(tc.get('result') == 'abort' for tc in last)
+    info['num_skipped'] = sum(tc.get('result') == 'skip' for tc in last)
+    info['time_end'] = docs[-1].get('session_info', {}).get('time_end', info.get('time_end'))
+    info['stackproof_sessions'] = [d.get('session_info', {}).get('uuid') for d in docs]
+    merged['session_info'] = info
     with open(target, 'w') as fh:
         json.dump(merged, fh, indent=1)
 

@@ -27,21 +27,25 @@ def test_report_option_is_taken_out_of_the_reframe_args(run_py):
     assert run_py.report_option(["-n", "X"]) == (None, ["-n", "X"])
 
 
-def test_merged_report_has_every_session_and_summed_counts(run_py, tmp_path):
+def test_merged_report_keeps_each_case_where_it_ran(run_py, tmp_path):
     paths = []
-    for i, result in enumerate(("pass", "skip")):
-        doc = {"session_info": {"uuid": f"u{i}", "num_cases": 2, "num_failures": i, "num_skipped": 1,
-                                "time_end": f"t{i}"},
-               "runs": [{"num_cases": 2, "testcases": [{"name": f"c{i}", "result": result}]}]}
+    for i, (a, b) in enumerate((("pass", "skip"), ("skip", "fail"))):
+        doc = {"session_info": {"uuid": f"u{i}", "num_cases": 3, "time_end": f"t{i}"},
+               "runs": [{"num_cases": 3, "testcases": [
+                   {"name": "a", "system": "tc", "partition": "cpu", "environ": "e", "result": a},
+                   {"name": "b", "system": "tc", "partition": "cpu", "environ": "e", "result": b},
+                   {"name": "c", "system": "tc", "partition": "cpu", "environ": "e", "result": "skip"}]}]}
         path = tmp_path / f"r{i}.json"
         path.write_text(json.dumps(doc))
         paths.append(str(path))
     target = tmp_path / "merged.json"
     run_py.merge_reports(paths, target)
     merged = json.loads(target.read_text())
-    assert merged["session_info"]["num_cases"] == 4 and merged["session_info"]["num_failures"] == 1
-    assert merged["session_info"]["stackproof_sessions"] == ["u0", "u1"]
-    assert [tc["name"] for tc in merged["runs"][0]["testcases"]] == ["c0", "c1"]
+    results = {tc["name"]: tc["result"] for tc in merged["runs"][0]["testcases"]}
+    assert results == {"a": "pass", "b": "fail", "c": "skip"}
+    info = merged["session_info"]
+    assert (info["num_cases"], info["num_failures"], info["num_skipped"]) == (3, 1, 1)
+    assert info["stackproof_sessions"] == ["u0", "u1"] and info["time_end"] == "t1"
 
 
 def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run(run_py):
