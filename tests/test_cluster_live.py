@@ -65,6 +65,7 @@ def test_a_job_larger_than_the_cluster_is_refused_not_left_pending(live_cluster)
     live_cluster.up(cl.Settings(profile="baseline"))
     proc = live_cluster.exec_cmd(["sbatch", "-N", "5", "--wrap", "true"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0, proc.stdout
+    assert "More processors requested than permitted" in proc.stderr, proc.stderr   # refused, not unreachable
     queue = live_cluster.exec_cmd(["squeue", "-h", "-o", "%i %r"], capture_output=True, text=True, timeout=30)
     assert "PartitionConfig" not in queue.stdout, queue.stdout
 
