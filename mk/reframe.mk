@@ -1,6 +1,8 @@
 # ReFrame acceptance suite (reframe-tests/). Tested by pytest (tests/test_reframe_*.py, part of
 # `make test`); these targets run the suite by hand. RFM_STACK=<a reframe-tests/stacks/ file name>,
 # RFM_SYSTEM=local|testcluster|<site>; extra ReFrame options in RFM_ARGS (e.g. RFM_ARGS="-n NetPIPE").
+# RFM_PROFILES (test cluster): `--profile` values for run.py, one cluster configuration and session
+# each (e.g. RFM_PROFILES=all); empty: the profile the running cluster has.
 # reframe-compare: RFM_TARGET against RFM_BASELINE (stack names; environ of the stored test cases),
 # works within one two-stack session and across sessions (RFM_PERIOD).
 RFM_SYSTEM ?= local
@@ -9,13 +11,14 @@ RFM_BASELINE ?= commodity
 RFM_TARGET ?= vendor
 RFM_PERIOD ?= now-7d:now
 RFM_ARGS   ?=
+RFM_PROFILES ?=
 RFM_RUN    := $(PY) $(REPO)/reframe-tests/run.py
 
 .PHONY: reframe-run reframe-dry-run reframe-list reframe-compare
 
 ## reframe-run: run the suite for one system and stack (results go to the results database)
 reframe-run: venv
-	@$(RFM_RUN) --system $(RFM_SYSTEM) --stack $(RFM_STACK) -- $(RFM_ARGS)
+	@$(RFM_RUN) --system $(RFM_SYSTEM) --stack $(RFM_STACK) $(foreach p,$(RFM_PROFILES),--profile $(p)) -- $(RFM_ARGS)
 
 ## reframe-dry-run: generate every job script of the test cluster for both stacks, run nothing
 reframe-dry-run: venv

@@ -3,6 +3,15 @@
 
   python reframe-tests/run.py --system local --stack laptop [-- EXTRA REFRAME ARGS]
   python reframe-tests/run.py --system testcluster --stack commodity --stack vendor --dry-run
+  python reframe-tests/run.py --system testcluster --stack commodity --profile all \
+      [--noise-daemon 10Hz-2500us] [-- --report-file R.json]
+
+Profiles (test cluster): the core-specialization profile is a property of the partition, so with
+--profile P (repeatable, or `all`: every profile of slurm-conf/profiles.yaml this node type can
+run) the test cluster is brought up in P (`stackproof cluster up --profile P --noise-daemon none`,
+its other settings kept) and one ReFrame session runs the checks; checks for other profiles skip.
+Each --noise-daemon SIG adds, per profile, a session with that daemon on the node running only
+FWQNoise (its `daemon-SIG` rows). The sessions' reports are merged into one (--report-file).
 
 Before anything runs: the system and stack names are checked against the configuration (ReFrame
 itself would run zero tests for an unknown stack) and every stack must pass `stackproof stack check
@@ -34,10 +43,41 @@ def load_config():
 
 
 def stacks_of(config, system):
+    """The stacks (environments other than the conventional `builtin`/`default`) of a system."""
+    import partitions
     for sysconf in config['systems']:
         if sysconf['name'] == system.split(':')[0]:
-            return sorted({env for part in sysconf['partitions'] for env in part['environs']})
+            return sorted({env for part in sysconf['partitions'] for env in part['environs']
+                           if env not in partitions.CONVENTIONAL})
     return None
+
+
+def switchable(config, system):
+    """Whether stackproof switches the system's profiles (the test cluster: feature `profiles`)."""
+    return any('profiles' in p.get('features', []) for s in config['systems'] if s['name'] == system.split(':')[0]
+               for p in s['partitions'])
+
+
+def profiles_to_run(requested):
+    """The profiles of --profile (`all`: every catalog profile the local node type can run)."""
+    from stackproof.errors import StackproofError
+    from stackproof.nodetype import from_host
+    from stackproof.profiles import plan, profile_names
+    known = profile_names()
+    if 'all' in requested:
+        nt = from_host('local')
+        out = []
+        for name in known:
+            try:
+                plan(nt, name)
+            except StackproofError:
+                continue
+            out.append(name)
+        return out
+    unknown = [p for p in requested if p not in known]
+    if unknown:
+        sys.exit(f'run.py: error: unknown profile {", ".join(unknown)} (known: {", ".join(known)}, all)')
+    return list(dict.fromkeys(requested))
 
 
 def system_kind(config, system):
@@ -89,7 +129,13 @@ def main(argv=None):
     parser.add_argument('--print-command', action='store_true', help='print the reframe command and exit')
     parser.add_argument('--no-preflight', action='store_true',
                         help='skip `stackproof stack check` (the checks then fail one by one instead)')
+    parser.add_argument('--profile', action='append', default=[],
+                        help='test cluster: bring it up in this profile and run a session (repeatable; all)')
+    parser.add_argument('--noise-daemon', action='append', default=[], metavar='FREQHz-DURATION',
+                        help='with --profile: per profile, one more session with this noise daemon (FWQNoise only)')
     args = parser.parse_args(argv)
+    if args.noise_daemon and not args.profile:
+        parser.error('--noise-daemon needs --profile')
 
     try:
         config = load_config()
@@ -117,7 +163,129 @@ def main(argv=None):
     if args.print_command:
         print(' '.join(cmd))
         return 0
+    if args.profile:
+        if args.dry_run or not switchable(config, args.system):
+            sys.exit(f'run.py: error: --profile switches the test cluster\'s profile; system {args.system} '
+                     'runs the profile its node image has (or use --dry-run without --profile)')
+        return run_profiles(cmd, config, args, extra)
     return run_checked(cmd, config, args, extra)
+
+
+def report_option(extra):
+    """(the --report-file of REFRAME ARGS or None, REFRAME ARGS without it)."""
+    out, report, skip = [], None, False
+    for i, a in enumerate(extra):
+        if skip:
+            skip = False
+        elif a.startswith('--report-file='):
+            report = a.split('=', 1)[1]
+        elif a == '--report-file' and i + 1 < len(extra):
+            report, skip = extra[i + 1], True
+        else:
+            out.append(a)
+    return report, out
+
+
+def cluster_up(profile, daemon):
+    """`stackproof cluster up --profile P --noise-daemon D` (the cluster's other settings kept)."""
+    cmd = [sys.executable, '-m', 'stackproof.cli', 'cluster', 'up', '--profile', profile, '--noise-daemon', daemon]
+    print(f'run.py: {" ".join(cmd[2:])}', flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def merge_reports(paths, target):
+    """One ReFrame report from several sessions, as if one session had run each test case in the
+    configuration it needs: a case skipped in one session (another profile) and run in another keeps
+    the run; a case skipped everywhere is kept once. Session info: the first session's, counts of the
+    merged cases, the sessions' UUIDs in `stackproof_sessions`."""
+    docs = []
+    for path in paths:
+        with open(path) as fh:
+            docs.append(json.load(fh))
+    merged = dict(docs[0])
+    runs = {}
+    for d in docs:       # run i of every session is the same retry round
+        for i, run in enumerate(d.get('runs', [])):
+            cases = runs.setdefault(i, ({}, dict(run)))[0]
+            for tc in run.get('testcases', []):
+                key = (tc.get('name'), tc.get('system'), tc.get('partition'), tc.get('environ'))
+                if key not in cases or cases[key].get('result') == 'skip':
+                    cases[key] = tc
+    merged['runs'] = []
+    for i in sorted(runs):
+        cases, run = runs[i]
+        merged['runs'].append(dict(run, testcases=list(cases.values()), num_cases=len(cases)))
+    last = merged['runs'][-1]['testcases'] if merged['runs'] else []
+    info = dict(merged.get('session_info', {}))
+    info['num_cases'] = len(merged['runs'][0]['testcases']) if merged['runs'] else 0
+    info['num_failures'] = sum(tc.get('result') == 'fail' for tc in last)
+    info['num_aborted'] = sum(tc.get('result') == 'abort' for tc in last)
+    info['num_skipped'] = sum(tc.get('result') == 'skip' for tc in last)
+    info['time_end'] = docs[-1].get('session_info', {}).get('time_end', info.get('time_end'))
+    info['stackproof_sessions'] = [d.get('session_info', {}).get('uuid') for d in docs]
+    merged['session_info'] = info
+    with open(target, 'w') as fh:
+        json.dump(merged, fh, indent=1)
+
+
+def run_profiles(cmd, config, args, extra):
+    """One cluster configuration and one ReFrame session per profile (and noise daemon); the
+    reports merged into REFRAME ARGS' --report-file (else a temporary one); the verdict on all."""
+    import partitions
+    cmd = cmd[:len(cmd) - len(extra)] if extra else cmd      # reframe_command appended REFRAME ARGS
+    report, extra = report_option(extra)
+    tmpdir = tempfile.mkdtemp(prefix='stackproof-profiles-')
+    sessions = [(p, 'none') for p in profiles_to_run(args.profile)] + \
+        [(p, d) for d in args.noise_daemon for p in profiles_to_run(args.profile)]
+    paths, rc, lines = [], 0, []
+    for profile, daemon in sessions:
+        if cluster_up(profile, daemon) != 0:
+            print(f'run.py: error: `stackproof cluster up --profile {profile} --noise-daemon {daemon}` failed',
+                  file=sys.stderr)
+            rc = rc or 1
+            continue
+        path = os.path.join(tmpdir, f'report-{profile}-{daemon}.json')
+        only = ['-n', 'FWQNoise'] if daemon != 'none' else []
+        # each session its own stage/output tree: a later session that skips a check would otherwise
+        # clean the output (e.g. the FWQ trace) an earlier session kept for it
+        prefix = os.path.join(partitions.default_prefix(), 'sessions', f'{profile}-{daemon}')
+        session_rc, session_lines = stream(cmd + extra + only + ['--prefix', prefix, '--report-file', path])
+        lines += session_lines
+        rc = rc or session_rc
+        if os.path.isfile(path):
+            paths.append(path)
+    target = report or os.path.join(tmpdir, 'report.json')
+    cases = None
+    if paths:
+        merge_reports(paths, target)
+        with open(target) as fh:
+            cases = [tc for run in json.load(fh).get('runs', []) for tc in run.get('testcases', [])]
+    found = verdict(cases, config, args, extra, lines)
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    return rc or (1 if found else 0)
+
+
+def stream(cmd):
+    """Run ReFrame, echoing its output; (exit status, output lines)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    return proc.wait(), lines
+
+
+def verdict(cases, config, args, extra, lines):
+    """Print and return the problems of a run that measured nothing (stackproof.run_verdict)."""
+    from stackproof.run_verdict import problems, skip_reasons
+    narrowed = any(a in ('-n', '--name', '-t', '--tag', '-x', '--exclude') or
+                   a.startswith(('--name=', '--tag=', '--exclude=')) for a in extra) or \
+        args.tag not in (None, 'acceptance', 'gpu')
+    found = problems(cases, gpu_partitions(config, args.system, extra), skip_reasons(''.join(lines)), narrowed,
+                     f"system {args.system} stack {'+'.join(args.stack)}" + (f' tag {args.tag}' if args.tag else ''))
+    for problem in found:
+        print(f'run.py: error: {problem}', file=sys.stderr)
+    return found
 
 
 def gpu_partitions(config, system, extra):
@@ -137,7 +305,6 @@ def gpu_partitions(config, system, extra):
 def run_checked(cmd, config, args, extra):
     """Run ReFrame, echoing its output, then fail a run that measured nothing (ReFrame says PASSED
     when no check was selected or every one was skipped)."""
-    from stackproof.run_verdict import problems, skip_reasons
     report = next((a.split('=', 1)[1] for a in extra if a.startswith('--report-file=')), None)
     if report is None and '--report-file' in extra[:-1]:
         report = extra[extra.index('--report-file') + 1]
@@ -146,12 +313,7 @@ def run_checked(cmd, config, args, extra):
         tmpdir = tempfile.mkdtemp(prefix='stackproof-run-')
         report = os.path.join(tmpdir, 'report.json')
         cmd = cmd + ['--report-file', report]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    lines = []
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        lines.append(line)
-    rc = proc.wait()
+    rc, lines = stream(cmd)
     cases = None
     if os.path.isfile(report):
         try:
@@ -162,13 +324,7 @@ def run_checked(cmd, config, args, extra):
             return rc or 1
     if tmpdir:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    narrowed = any(a in ('-n', '--name', '-t', '--tag', '-x', '--exclude') or
-                   a.startswith(('--name=', '--tag=', '--exclude=')) for a in extra) or \
-        args.tag not in (None, 'acceptance', 'gpu')
-    found = problems(cases, gpu_partitions(config, args.system, extra), skip_reasons(''.join(lines)), narrowed,
-                     f"system {args.system} stack {'+'.join(args.stack)}" + (f' tag {args.tag}' if args.tag else ''))
-    for problem in found:
-        print(f'run.py: error: {problem}', file=sys.stderr)
+    found = verdict(cases, config, args, extra, lines)
     return rc or (1 if found else 0)
 
 

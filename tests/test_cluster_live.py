@@ -60,6 +60,16 @@ def test_up_is_idempotent(live_cluster):
     assert live_cluster.status()["daemons"] == before
 
 
+def test_a_job_larger_than_the_cluster_is_refused_not_left_pending(live_cluster):
+    """EnforcePartLimits=ALL: sbatch refuses it at once (a ReFrame session never waits on it)."""
+    live_cluster.up(cl.Settings(profile="baseline"))
+    proc = live_cluster.exec_cmd(["sbatch", "-N", "5", "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0, proc.stdout
+    assert "More processors requested than permitted" in proc.stderr, proc.stderr   # refused, not unreachable
+    queue = live_cluster.exec_cmd(["squeue", "-h", "-o", "%i %r"], capture_output=True, text=True, timeout=30)
+    assert "PartitionConfig" not in queue.stdout, queue.stdout
+
+
 def test_mpi_single_node_openmpi_pmix_and_mpich_pmi2(live_cluster, mpi_hello):
     live_cluster.up(cl.Settings(profile="baseline"))
     n = LOCAL.num_cores

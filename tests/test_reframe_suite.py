@@ -281,6 +281,7 @@ def testcluster_dry(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rfm-tc")
     proc, cases = reframe(tmp, "--system", "testcluster:cpu", "-p", "^(commodity|vendor)$", "--dry-run",
                           extra_env={"STACKPROOF_RUN_DIR": str(tmp / "cluster"), "STACKPROOF_REPEAT": "1",
+                                     "STACKPROOF_CLUSTER_NODES": "2",     # no cluster state: as if 2 nodes
                                      "STACKPROOF_STACKS_ROOT": "/stacks", "STACKPROOF_NOISE_STACK": "commodity"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return cases
@@ -292,6 +293,8 @@ def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     coll = job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity"))
     assert "#SBATCH --partition=cpu" in coll and "export OMPI_ALLOW_RUN_AS_ROOT=1" in coll
     assert f"#SBATCH --ntasks={nodes * cores}" in coll
+    # jobs of the test cluster never overlap (whatever the execution policy) and take whole nodes
+    assert "#SBATCH --dependency=singleton" in coll and "#SBATCH --exclusive" in coll
     # the stack's own launcher, its identity probe first, then its own OSU build
     assert "srun --mpi=pmix /stacks/commodity/bench/bin/mpi_identity > identity.out 2>&1" in coll
     assert ("srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi/osu_allreduce "

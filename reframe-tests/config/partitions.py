@@ -27,7 +27,18 @@ def _hexmask(cpus):
     return '0x' + format_mask(cpus).replace(',', '')
 
 
+def _host_caches():
+    """This host's caches in ReFrame's format (its own detection); [] when it cannot tell."""
+    try:
+        from reframe.utility.cpuinfo import cpuinfo
+        return cpuinfo().get('topology', {}).get('caches') or []
+    except Exception:      # detection is best effort: a partition without caches still works
+        return []
+
+
 def processor(nt: NodeType):
+    """ReFrame's processor description; caches (read by e.g. cscs StreamTest) for node types of
+    this host (`local`: the test cluster's nodes too), else none known."""
     return {
         'arch': nt.arch,
         'model': nt.cpu_model,
@@ -39,6 +50,7 @@ def processor(nt: NodeType):
             'numa_nodes': [_hexmask(n.cpus) for n in nt.numa if n.cpus],
             'sockets': [_hexmask({pu for core in sock for pu in core}) for sock in nt.sockets],
             'cores': [_hexmask(core) for sock in nt.sockets for core in sock],
+            'caches': _host_caches() if nt.name == 'local' else [],
         },
     }
 
@@ -77,7 +89,7 @@ def partition(nt: NodeType, name, *, descr, scheduler, launcher, access=(), feat
         'scheduler': scheduler,
         'launcher': launcher,
         'access': list(access),
-        'environs': list(stacks),
+        'environs': list(CONVENTIONAL) + list(stacks),
         'max_jobs': max_jobs,
         'time_limit': time_limit,
         'processor': processor(nt),
@@ -151,6 +163,8 @@ def stack_environments(system, part):
     cuda = 'cuda' in part['features']
     envs = []
     for name in part['environs']:
+        if name in CONVENTIONAL:
+            continue
         try:
             st = load_stack(name)
         except StackError as exc:
@@ -171,6 +185,27 @@ def stack_environments(system, part):
     return envs
 
 
+#: environments public suites expect on every partition: `builtin` (the system compilers) and
+#: `default` (the site's chosen stack's compilers, without its MPI feature so that stack checks do
+#: not run twice). Both put a Python with numpy (this venv's) first on PATH.
+CONVENTIONAL = ('builtin', 'default')
+DEFAULT_STACK = os.environ.get('STACKPROOF_DEFAULT_STACK') or 'commodity'
+
+
+def conventional_environments(system):
+    python_bin = os.path.dirname(sys.executable)
+    common = {'target_systems': [system], 'features': ['serial', 'openmp', 'numpy', 'prgenv'],
+              'env_vars': [['PATH', f'{python_bin}:$PATH']], 'extras': {'omp_flag': '-fopenmp'}}
+    envs = [dict(common, name='builtin', cc='gcc', cxx='g++', ftn='gfortran')]
+    try:
+        st = load_stack(DEFAULT_STACK)
+        envs.append(dict(common, name='default', cc=st.cc, cxx=st.cxx, ftn=st.fc or '',
+                         extras={'omp_flag': '-fopenmp', 'default_stack': st.name}))
+    except StackError:
+        envs.append(dict(common, name='default', cc='gcc', cxx='g++', ftn='gfortran'))
+    return envs
+
+
 def system(name, *, descr, hostnames, partitions, prefix=None, modules_system='nomod'):
     """A system entry plus its per-partition stack environments (`modules_system`: lmod, tmod4...
     on a site whose stacks name modules)."""
@@ -182,7 +217,7 @@ def system(name, *, descr, hostnames, partitions, prefix=None, modules_system='n
     # System-level copies of the first partition's environments: ReFrame 4.10 looks environments up
     # by system name when a partition is selected with `--system sys:part`.
     envs = [dict(e, target_systems=[name]) for e in stack_environments(name, partitions[0])] + envs
-    return {'systems': [sysconf], 'environments': envs}
+    return {'systems': [sysconf], 'environments': conventional_environments(name) + envs}
 
 
 def default_prefix():

@@ -7,10 +7,12 @@ injected noise signature:
                         OS under baseline/freecore, bound to the system cores under corespec/clean.
                         The profiles' mitigation shows in these rows.
 
-The configuration is switched with the profile machinery (`stackproof cluster up --profile P` on
-the test cluster; the node image's profile on real sites), then one rank runs on each application
-core of the profile (profile.env: STACKPROOF_APP_CPUS, STACKPROOF_SRUN_CPU_BIND). The trace is
-reduced by `stackproof noise stats --json`; performance variables come from the most affected core.
+The profile (and the noise daemon) is the partition's: the test cluster runs what `stackproof
+cluster up --profile P [--noise-daemon SIG]` started, a real site what its node image runs; rows for
+another profile are skipped with that reason (reframe-tests/run.py brings the cluster up in each
+profile in turn). One rank runs on each application core of the profile (profile.env:
+STACKPROOF_APP_CPUS, STACKPROOF_SRUN_CPU_BIND). After the run the trace is reduced
+(stackproof.noise: fwq-stats.json); performance variables come from the most affected core.
 Profiles are the ones slurm-conf/profiles.yaml defines. Binaries: the stack's `fwq` benchmark (fwq-mpi
 built against that stack's MPI) and fwq-noise (no MPI: $STACKPROOF_FWQ_NOISE, else the project's
 build/fwq/). The stack comparison row (baseline, no signature) repeats STACKPROOF_REPEAT times; the
@@ -19,7 +21,6 @@ profile x signature matrix runs once.
 import json
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
@@ -31,11 +32,12 @@ from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import parse_list               # noqa: E402
+from stackproof.noise import TraceError, load, stats_json   # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
 from stackproof.profiles import profile_names           # noqa: E402
 from stackproof.run_verdict import injector_not_measured   # noqa: E402
-from stackproof_rfm import (Repeated, StackproofMixin, activate_profile, cpu_bind_options,   # noqa: E402
-                            launcher_name, stackproof_cmd, system_checks_stack)
+from stackproof_rfm import (Repeated, StackproofMixin, cpu_bind_options,   # noqa: E402
+                            launcher_name, system_checks_stack)
 
 PROFILES = profile_names()
 # injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
@@ -70,12 +72,14 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
             if self.repeat_index > 0:
                 self.valid_systems = []     # only the stack comparison row repeats
+        if self.signature.startswith('daemon-'):
+            self.noise_daemon = self.signature[len('daemon-'):]     # NodeProfile: the partition must run it
 
     def _fwq_noise(self):
         path = os.environ.get('STACKPROOF_FWQ_NOISE') or str(REPO / 'build' / 'fwq' / 'fwq-noise')
         if os.path.isfile(path) and os.access(path, os.X_OK) or self.is_dry_run():
             return path
-        raise SanityError(f'fwq-noise not found at {path}: build it (make fwq-build) or set STACKPROOF_FWQ_NOISE')
+        self.skip(f'fwq-noise not found at {path}: build it (make fwq-build) or set STACKPROOF_FWQ_NOISE')
 
     @run_after('setup')
     def set_launch(self):
@@ -87,10 +91,6 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                       'test cluster, feature "profiles"); on a site, run the daemon on the nodes yourself')
         noise = self._fwq_noise() if signature != 'none' and not daemon else None
         self.injector_report = 'noise-report.json' if noise else None
-        try:
-            self.profile_env = activate_profile(self, self.profile, noise_daemon=signature if daemon else 'none')
-        except RuntimeError as exc:
-            raise SanityError(str(exc)) from None
         self.app_cpus = parse_list(self.profile_env['STACKPROOF_APP_CPUS'])
         self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.nodes * self.num_tasks_per_node
@@ -130,25 +130,30 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         if why:
             self.skip(f'not measured: {why}')
 
+    @run_before('sanity')
+    def reduce_trace(self):
+        """Reduce the trace once (stackproof.noise), kept as fwq-stats.json; a missing or malformed
+        trace is kept as the reason sanity fails with."""
+        self.fwq_stats, self.fwq_problem = None, ''
+        if self.is_dry_run():
+            return
+        trace = self.stage_file('fwq.dat')
+        if not os.path.isfile(trace):
+            self.fwq_problem = f'{trace}: expected the fwq-mpi trace (-o fwq.dat); not written'
+            return
+        try:
+            doc = stats_json(load(trace))
+        except (TraceError, OSError, ValueError) as exc:
+            self.fwq_problem = f'{trace}: cannot reduce the FWQ trace: {exc}'
+            return
+        with open(self.stage_file('fwq-stats.json'), 'w') as fh:
+            json.dump(doc, fh, indent=1)
+        self.fwq_stats = (doc['cores'], doc['most_affected'])
+
     def noise_stats(self):
-        cache = self.__dict__
-        if '_fwq_stats' not in cache:
-            trace = self.stage_file('fwq.dat')
-            if not os.path.isfile(trace):
-                raise SanityError(f'{trace}: expected the fwq-mpi trace (-o fwq.dat); not written')
-            proc = subprocess.run(stackproof_cmd('noise', 'stats', '--json', trace), capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise SanityError(f'{trace}: `stackproof noise stats --json` failed: {proc.stderr.strip()}')
-            try:
-                stats = json.loads(proc.stdout)
-                cores, worst = stats['cores'], stats['most_affected']
-            except (ValueError, KeyError, TypeError):
-                raise SanityError(f'{trace}: expected noise stats JSON with "cores" and "most_affected", '
-                                  f'got {proc.stdout[:120]!r}') from None
-            with open(self.stage_file('fwq-stats.json'), 'w') as fh:
-                fh.write(proc.stdout)
-            cache['_fwq_stats'] = (cores, worst)
-        return cache['_fwq_stats']
+        if self.fwq_stats is None:
+            raise SanityError(self.fwq_problem or 'no FWQ statistics')
+        return self.fwq_stats
 
     @sn.deferrable
     def ranks_on_app_cpus(self):

@@ -15,12 +15,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
 
 import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import parameter, run_after, sanity_function, variable   # noqa: E402
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable   # noqa: E402
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack, read_env_file   # noqa: E402
+from stackproof_rfm import StackproofMixin, system_checks_stack   # noqa: E402
 
 TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
 
@@ -56,10 +56,6 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
         if not self.mpibind and not self.is_dry_run():
             self.skip('mpibind CLI not found: set STACKPROOF_MPIBIND (or build it: make mpibind-build)')
         extras = self.current_partition.extras
-        try:
-            self.profile_env = activate_profile(self, self.profile)
-        except RuntimeError as exc:
-            raise SanityError(str(exc)) from None
         self.num_tasks_per_node = self.tasks_per_node or int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.num_tasks_per_node
         self.gpu_var = extras.get('gpu_visible_devices_var') or 'CUDA_VISIBLE_DEVICES'
@@ -71,23 +67,31 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
         if not extras.get('topology_xml'):
             self.prerun_cmds = ['lstopo-no-graphics --of xml > topology.xml']
 
-    def predicted(self):
+    @run_before('sanity')
+    def predict(self):
+        """mpibind's prediction for this run (computed once, before sanity; a failure of the CLI is
+        kept as the reason sanity fails with)."""
+        self.prediction, self.prediction_problem = None, ''
+        if self.is_dry_run():
+            return
         topo = self.topology if os.path.isabs(self.topology) else self.stage_file(self.topology)
         cmd = [self.mpibind, '--json', '--topology', topo, '--ntasks', str(self.num_tasks_per_node)]
-        profile_env = os.path.join(self.current_partition.extras.get('stackproof_root', '/'),
-                                   'etc/stackproof/profile.env')
-        if os.path.isfile(profile_env):   # the plugin honours the profile's restriction; so must the prediction
-            values = read_env_file(profile_env)
-            if values.get('MPIBIND_RESTRICT'):
-                cmd += ['--restrict', values['MPIBIND_RESTRICT'],
-                        '--restrict-type', values.get('MPIBIND_RESTRICT_TYPE') or 'cpu']
+        if self.profile_env.get('MPIBIND_RESTRICT'):   # the plugin honours the profile's restriction; so must the prediction
+            cmd += ['--restrict', self.profile_env['MPIBIND_RESTRICT'],
+                    '--restrict-type', self.profile_env.get('MPIBIND_RESTRICT_TYPE') or 'cpu']
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SanityError(f'mpibind --json --topology {topo} failed: {proc.stderr.strip()}')
+            self.prediction_problem = f'mpibind --json --topology {topo} failed: {proc.stderr.strip()}'
+            return
         try:
-            return {t['task']: t for t in json.loads(proc.stdout)['tasks']}
+            self.prediction = {t['task']: t for t in json.loads(proc.stdout)['tasks']}
         except (ValueError, KeyError, TypeError):
-            raise SanityError(f'mpibind --json: expected {{"tasks": [...]}}, got {proc.stdout[:120]!r}') from None
+            self.prediction_problem = f'mpibind --json: expected {{"tasks": [...]}}, got {proc.stdout[:120]!r}'
+
+    def predicted(self):
+        if self.prediction is None:
+            raise SanityError(self.prediction_problem or 'no mpibind prediction')
+        return self.prediction
 
     @sn.deferrable
     def matches_prediction(self, tasks):

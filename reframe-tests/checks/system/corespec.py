@@ -1,6 +1,7 @@
 """Core specialization: the profile's daemons run on the system cores
 (`usr/local/sbin/stackproof-corespec check`, rendered with the profile) and job steps never get
-the system CPUs (each task prints its Cpus_allowed_list)."""
+the system CPUs (each task prints its Cpus_allowed_list). The profile is the partition's (the test
+cluster's `stackproof cluster up --profile P`); rows for other profiles are skipped."""
 import os
 import sys
 
@@ -13,7 +14,7 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
 from stackproof.profiles import load_catalog           # noqa: E402
-from stackproof_rfm import StackproofMixin, activate_profile, system_checks_stack   # noqa: E402
+from stackproof_rfm import StackproofMixin, system_checks_stack   # noqa: E402
 
 
 @rfm.simple_test
@@ -34,10 +35,6 @@ class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def set_launch(self):
-        try:
-            self.profile_env = activate_profile(self, self.profile)
-        except RuntimeError as exc:
-            raise SanityError(str(exc)) from None
         self.system_cpus = parse_list(self.profile_env['STACKPROOF_SYSTEM_CPUS'])
         self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.num_tasks_per_node

@@ -16,7 +16,9 @@ site_configuration = {}
 if nt is not None:
     # a YAML path stays a path for `stackproof slurm render` (its name is not in slurm-conf/nodetypes/)
     path_extras = {'nodetype': source} if (os.sep in source or source.endswith('.yaml')) else None
-    local = dict(scheduler='local', launcher='mpirun', max_jobs=1, nodes=1, extras=path_extras)
+    # the host's mpirun as root (CI, containers) for environments that are no stack (builtin, default)
+    local = dict(scheduler='local', launcher='mpirun', max_jobs=1, nodes=1, extras=path_extras,
+                 env_vars=[('OMPI_ALLOW_RUN_AS_ROOT', '1'), ('OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1')])
     parts = [partition(nt, 'default', descr='the local host', features=['local', 'mpirun'], use_gpus=False,
                        **local)]
     if nt.gpus:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 from pathlib import Path
 
 from ..errors import StackproofError
@@ -126,10 +127,27 @@ def _cmd_exec(args) -> int:
 
 
 def _cmd_env(args) -> int:
+    """Shell exports for Slurm clients and ReFrame (`eval "$(stackproof cluster env)"`); an error
+    with the command that starts a cluster when none is up."""
     c = Cluster(args.run_dir)
-    print(f"export SLURM_CONF={c.conf}")
-    print(f"export STACKPROOF_RUN_DIR={c.root}")
+    st = c.load_state()
+    if st is None:
+        raise StackproofError(f"no test cluster is up (run dir {c.root}): start one with "
+                              "`stackproof cluster up [--nodes N] [--profile P]`")
+    for name, value in cluster_exports(c, st).items():
+        print(f"export {name}={shlex.quote(value)}")
     return 0
+
+
+def cluster_exports(c: Cluster, st) -> dict[str, str]:
+    """What a shell needs to use the running cluster: its Slurm clients' configuration, where its
+    state lives (ReFrame's `testcluster` reads node count, GPUs and profile from there), ReFrame's
+    system, and what the stacks need to run as root."""
+    return {"SLURM_CONF": str(c.conf), "STACKPROOF_RUN_DIR": str(c.root),
+            "STACKPROOF_CLUSTER_NODES": str(len(st.node_names)),
+            "STACKPROOF_CLUSTER_PROFILE": str(st.settings.get("profile", "baseline")),
+            "RFM_SYSTEM": "testcluster",
+            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def _int_in(lo: int, hi: int):
@@ -175,5 +193,5 @@ def register(sub) -> None:
     e.add_argument("--node", help="run inside that node's namespaces instead")
     e.add_argument("cmd", nargs=argparse.REMAINDER)
     e.set_defaults(func=_cmd_exec)
-    v = csub.add_parser("env", help="print shell exports for SLURM_CONF")
+    v = csub.add_parser("env", help='print shell exports for Slurm clients and ReFrame: eval "$(stackproof cluster env)"')
     v.set_defaults(func=_cmd_env)

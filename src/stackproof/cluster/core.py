@@ -141,7 +141,9 @@ class Cluster:
             slurmctld_port=s.ports[0], slurmd_port=s.ports[1], fake_gpus=s.fake_gpus,
             mpibind_plugin=s.mpibind_plugin, mpibind_args=s.mpibind_args,
             cgroup_plugin=plugin, ignore_systemd=ignore_systemd,
-            extra=[f"AuthInfo=socket={self.munge_socket}", "SlurmdDebug=info", "SlurmctldDebug=info"])
+            extra=[f"AuthInfo=socket={self.munge_socket}", "SlurmdDebug=info", "SlurmctldDebug=info",
+                   # a job larger than the cluster is refused at submission, never left pending
+                   "EnforcePartLimits=ALL"])
 
     def _start(self, s: Settings, nt, prof) -> State:
         r = self.root

@@ -1,4 +1,4 @@
-"""`stackproof spack lint|check|lock|mirror|install`: the Spack environments of spack-envs/.
+"""`stackproof spack lint|check|lock|mirror|install|env`: the Spack environments of spack-envs/.
 
   lint     consistency of pins, environments, recipes and committed locks; no Spack needed (CI)
   check    lint, then with $SPACK_ROOT: spack audit, offline concretization of every environment
@@ -6,6 +6,7 @@
   lock     concretize every environment (isolated scopes) and rewrite spack-envs/<env>/spack.lock
   mirror   write the project's release tarball into a Spack source mirror at DIR
   install  spack install environment NAME from its committed lock, offline, with the site's scope
+  env      shell exports: the pinned Spack on PATH with the project's scopes (ReFrame's Spack builds)
 """
 import argparse
 import os
@@ -94,6 +95,11 @@ def cmd_install(args) -> int:
     return 0
 
 
+def _env(args) -> int:
+    from .env import cmd_env
+    return cmd_env(args)
+
+
 def register(subparsers):
     noun = subparsers.add_parser(NOUN, help="Spack environments of spack-envs/: lint, check, lock, mirror, install",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,3 +135,5 @@ def register(subparsers):
                    help="a Spack config scope with the site's source mirror and git mirrors "
                         "(docs/spack.md \"Building for real\"; never committed)")
     p.set_defaults(func=cmd_install)
+    verbs.add_parser("env", help='print shell exports for the pinned Spack on PATH (ReFrame\'s Spack build '
+                                 'system): eval "$(stackproof spack env)"').set_defaults(func=_env)

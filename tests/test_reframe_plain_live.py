@@ -1,0 +1,75 @@
+"""`reframe -r` as a ReFrame user runs it (issue 25): `stackproof cluster up [--nodes N]`,
+`eval "$(stackproof cluster env)"`, then plain `reframe -C reframe-tests/config/site.py -c
+reframe-tests/checks/system -c reframe-tests/checks/noise --system testcluster -r`, under ReFrame's
+default asynchronous policy and under --exec-policy=serial, on 1 and 3 nodes: no failure, nothing
+left pending (the session ends well inside its time limit), and every skip has one of the reasons
+the suite gives on purpose (another profile, no noise daemon, a stack or tool not installed).
+STACKPROOF_REPEAT=1 keeps the session short; the repeated rows are the same checks."""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackproof import cluster as cl
+from stackproof.paths import REPO
+
+pytestmark = pytest.mark.live
+
+# why a check may be skipped on the test cluster (each says what would make it run)
+EXPECTED_SKIPS = re.compile(
+    r"runs profile '[\w-]+'; this check measures|runs (no noise daemon|noise daemon \S+); this check measures|"
+    r"not built \(looked in|is not installed here|provides no \w+|mpibind CLI not found|fwq-noise not found|"
+    r"not measured: ")
+
+
+SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(.+?)\s+/\w+\s+@(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
+
+
+def skip_reasons(output):
+    """{(name, partition, environ): reason} of ReFrame's SKIP lines (the report keeps no reason)."""
+    lines = (re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in output.splitlines())
+    return {m.groups()[:3]: m.group(4) for m in map(SKIP_LINE.match, lines) if m}
+
+
+def cluster_env(run_dir):
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "--run-dir", str(run_dir), "env"],
+                          capture_output=True, text=True, check=True)
+    return dict(shlex.split(line)[1].split("=", 1) for line in proc.stdout.splitlines())
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+@pytest.mark.parametrize("policy", ["async", "serial"])
+def test_plain_reframe_run_on_the_test_cluster(live_cluster, tmp_path, nodes, policy):
+    live_cluster.up(cl.Settings(profile="baseline", nodes=nodes))
+    env = dict(os.environ, **cluster_env(live_cluster.root), STACKPROOF_REPEAT="1",
+               STACKPROOF_RFM_PREFIX=str(tmp_path / "prefix"), STACKPROOF_RESULTS_DB=str(tmp_path / "results.db"))
+    for var in ("STACKPROOF_FAKE_GPUS", "STACKPROOF_NOISE_STACK"):
+        env.pop(var, None)
+    report = tmp_path / "report.json"
+    cmd = [str(Path(sys.executable).with_name("reframe")), "-C", str(REPO / "reframe-tests/config/site.py"),
+           "-c", str(REPO / "reframe-tests/checks/system"), "-c", str(REPO / "reframe-tests/checks/noise"),
+           "--report-file", str(report), "-r"] + (["--exec-policy=serial"] if policy == "serial" else [])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=540)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]]
+    failed = {f"{c['display_name']} {c['environ']}": (c.get("fail_reason") or "")[:300]
+              for c in cases if c["result"] not in ("pass", "skip")}
+    assert not failed, failed
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # the report keeps no skip reason: ReFrame prints it
+    reasons = skip_reasons(proc.stdout)
+    assert len(reasons) == sum(c["result"] == "skip" for c in cases), proc.stdout[-3000:]
+    unexplained = {k: r for k, r in reasons.items() if not EXPECTED_SKIPS.search(r)}
+    assert not unexplained, unexplained
+    passed = {c["display_name"].split(" /")[0] for c in cases if c["result"] == "pass"}
+    # the baseline rows of the node checks and the stack checks ran (not all skipped)
+    assert "FWQNoise %repeat_index=0 %profile=baseline %signature=none" in passed, sorted(passed)
+    assert "MPIHello" in passed and any(n.startswith("MemoryBandwidth") for n in passed), sorted(passed)
+    assert all(c["partition"] == "cpu" for c in cases)       # no fake GPUs: no gpu partition
+    hello = next(c for c in cases if c["display_name"].startswith("MPIHello") and c["result"] == "pass")
+    assert hello["job_nodelist"], hello

@@ -1,0 +1,92 @@
+"""reframe-tests/run.py per profile (one cluster configuration and ReFrame session each, reports
+merged) and the small pieces of stackproof_rfm that need no ReFrame session."""
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stackproof.paths import REPO
+
+SUITE = REPO / "reframe-tests"
+
+
+@pytest.fixture(scope="module")
+def run_py():
+    sys.path.insert(0, str(SUITE / "config"))
+    spec = importlib.util.spec_from_file_location("stackproof_run_py", SUITE / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_report_option_is_taken_out_of_the_reframe_args(run_py):
+    assert run_py.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
+    assert run_py.report_option(["--report-file=r.json"]) == ("r.json", [])
+    assert run_py.report_option(["-n", "X"]) == (None, ["-n", "X"])
+
+
+def test_merged_report_keeps_each_case_where_it_ran(run_py, tmp_path):
+    paths = []
+    for i, (a, b) in enumerate((("pass", "skip"), ("skip", "fail"))):
+        doc = {"session_info": {"uuid": f"u{i}", "num_cases": 3, "time_end": f"t{i}"},
+               "runs": [{"num_cases": 3, "testcases": [
+                   {"name": "a", "system": "tc", "partition": "cpu", "environ": "e", "result": a},
+                   {"name": "b", "system": "tc", "partition": "cpu", "environ": "e", "result": b},
+                   {"name": "c", "system": "tc", "partition": "cpu", "environ": "e", "result": "skip"}]}]}
+        path = tmp_path / f"r{i}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(str(path))
+    target = tmp_path / "merged.json"
+    run_py.merge_reports(paths, target)
+    merged = json.loads(target.read_text())
+    results = {tc["name"]: tc["result"] for tc in merged["runs"][0]["testcases"]}
+    assert results == {"a": "pass", "b": "fail", "c": "skip"}
+    info = merged["session_info"]
+    assert (info["num_cases"], info["num_failures"], info["num_skipped"]) == (3, 1, 1)
+    assert info["stackproof_sessions"] == ["u0", "u1"] and info["time_end"] == "t1"
+
+
+def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run(run_py):
+    from stackproof.profiles import profile_names
+    profiles = run_py.profiles_to_run(["all"])
+    assert profiles and set(profiles) <= set(profile_names()) and "baseline" in profiles
+    assert run_py.profiles_to_run(["corespec", "baseline", "corespec"]) == ["corespec", "baseline"]
+    with pytest.raises(SystemExit, match="unknown profile"):
+        run_py.profiles_to_run(["nope"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--noise-daemon", "10Hz-2500us"], "--noise-daemon needs --profile"),
+    (["--profile", "baseline", "--dry-run"], "--profile switches the test cluster"),
+])
+def test_run_py_profile_options_are_checked(args, message, tmp_path):
+    env_cmd = [sys.executable, str(SUITE / "run.py"), "--system", "testcluster", "--stack", "commodity", *args]
+    proc = subprocess.run(env_cmd, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "STACKPROOF_RUN_DIR": str(tmp_path / "run"),
+                               "STACKPROOF_RFM_PREFIX": str(tmp_path / "p"),
+                               "STACKPROOF_RESULTS_DB": str(tmp_path / "db" / "r.db"), "HOME": str(tmp_path)})
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1500:]
+    assert "Traceback" not in proc.stderr
+
+
+def test_nodes_needed_rounds_up():
+    sys.path.insert(0, str(SUITE / "lib"))
+    from stackproof_rfm import nodes_needed
+    assert nodes_needed(2, 1) == 2 and nodes_needed(3, 2) == 2 and nodes_needed(1, None) == 1
+    assert nodes_needed(None, None) == 1
+
+
+def test_fwq_references_exist_for_every_stack_and_can_fail():
+    import yaml
+    from stackproof.stacks import stack_names
+    for stack in stack_names():
+        path = SUITE / "references" / stack / "fwq.yaml"
+        if not path.is_file():
+            continue                       # a site's own stack file: it brings its references
+        refs = yaml.safe_load(path.read_text())["FWQNoise"]
+        injected = refs["10Hz-2500us"][".*"][".*"]["noise_fraction"]
+        assert injected[0] > 0 and injected[1] < 0, injected    # a lower bound: unseen noise fails
+        site = refs[".*"][".*"][".*"]["noise_fraction"]
+        assert site[2] is not None and site[2] < 1, site      # an upper bound a noisy node fails
