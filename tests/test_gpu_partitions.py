@@ -1,5 +1,5 @@
 """ReFrame partitions exist only where the hardware is, node types are read lazily, and a run that
-measured nothing fails (stackproof.run_verdict, reframe-tests/run.py)."""
+measured nothing fails (stackproof.run_outcome, reframe-tests/run.py)."""
 import json
 import os
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stackproof import run_verdict
+from stackproof import run_outcome
 from stackproof.paths import REPO, nodetypes_dir
 
 SUITE = REPO / "reframe-tests"
@@ -98,29 +98,29 @@ def case(name, result, partition="gpu", tags=("gpu",)):
 
 
 def test_skip_reasons_from_reframe_output():
-    reasons = run_verdict.skip_reasons(SKIP_OUT)
+    reasons = run_outcome.skip_reasons(SKIP_OUT)
     assert reasons[("GPUHealth", "local:gpu", "laptop")] == "nvcc not found (looked in x)"
     assert reasons[("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "local:gpu", "laptop")] == \
         "stack 'laptop''s MPI is not CUDA-aware"
 
 
 def test_verdicts():
-    reasons = run_verdict.skip_reasons(SKIP_OUT)
+    reasons = run_outcome.skip_reasons(SKIP_OUT)
     gpu = ["local:gpu"]
-    assert "no test case was selected for X" in run_verdict.problems(None, gpu, {}, False, "X")[0]
-    assert "no test case was selected" in run_verdict.problems([], [], {}, True, "X")[0]
+    assert "no test case was selected for X" in run_outcome.problems(None, gpu, {}, False, "X")[0]
+    assert "no test case was selected" in run_outcome.problems([], [], {}, True, "X")[0]
     skipped = [case("GPUHealth", "skip"), case("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "skip"),
                case("MPIHello", "pass", "default", ())]
-    (msg,) = run_verdict.problems(skipped, gpu, reasons, False, "X")
+    (msg,) = run_outcome.problems(skipped, gpu, reasons, False, "X")
     assert msg.startswith("GPU partition local:gpu: all 2 GPU test case(s) were skipped: ")
     assert "nvcc not found" in msg and "not CUDA-aware" in msg
     # one GPU case measured: not silent
-    assert run_verdict.problems([case("GPUHealth", "pass")] + skipped[1:], gpu, reasons, False, "X") == []
+    assert run_outcome.problems([case("GPUHealth", "pass")] + skipped[1:], gpu, reasons, False, "X") == []
     # a GPU partition on which nothing GPU ran, unless the user narrowed the run
     only_cpu = [case("MPIHello", "pass", "gpu", ())]
-    assert "no GPU check was selected" in run_verdict.problems(only_cpu, gpu, {}, False, "X")[0]
-    assert run_verdict.problems(only_cpu, gpu, {}, True, "X") == []
-    assert run_verdict.problems(only_cpu, [], {}, False, "X") == []
+    assert "no GPU check was selected" in run_outcome.problems(only_cpu, gpu, {}, False, "X")[0]
+    assert run_outcome.problems(only_cpu, gpu, {}, True, "X") == []
+    assert run_outcome.problems(only_cpu, [], {}, False, "X") == []
 
 
 def test_run_py_gpu_partitions_real_gpus_only_and_last_system_wins():

@@ -35,7 +35,7 @@ from stackproof.cpulist import parse_list               # noqa: E402
 from stackproof.noise import TraceError, load, stats_json   # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
 from stackproof.profiles import profile_names           # noqa: E402
-from stackproof.run_verdict import injector_not_measured   # noqa: E402
+from stackproof.run_outcome import injector_not_measured   # noqa: E402
 from stackproof_rfm import (Repeated, StackproofMixin, cpu_bind_options,   # noqa: E402
                             launcher_name, system_checks_stack)
 
