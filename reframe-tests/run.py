@@ -18,7 +18,7 @@ itself would run zero tests for an unknown stack) and every stack must pass `sta
 NAME --kind local|slurm` (stack file, launcher, binaries, MPI linkage, vendor environment): one
 error naming the stack and the fix, exit 2. Then the session is tagged with the stacks and
 `reframe -C reframe-tests/config/site.py --system S -p '^(STACKS)$' -r` runs; exit status is
-ReFrame's, except that a run that measured nothing fails (stackproof.run_outcome): 0 test cases
+ReFrame's, except that a run that measured nothing fails (stackproof.report.outcome): 0 test cases
 selected, or a GPU partition whose GPU checks were all skipped. Environment: STACKPROOF_RFM_PREFIX,
 STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX, STACKPROOF_STACKS_ROOT, STACKPROOF_STACKS_DIR,
 STACKPROOF_<STACK>_VIEW, STACKPROOF_REPEAT (docs/acceptance.md).
@@ -61,8 +61,8 @@ def switchable(config, system):
 def profiles_to_run(requested):
     """The profiles of --profile (`all`: every catalog profile the local node type can run)."""
     from stackproof.errors import StackproofError
-    from stackproof.nodetype import from_host
-    from stackproof.profiles import plan, profile_names
+    from stackproof.nodes.nodetype import from_host
+    from stackproof.nodes.profiles import plan, profile_names
     known = profile_names()
     if 'all' in requested:
         nt = from_host('local')
@@ -276,8 +276,8 @@ def stream(cmd):
 
 
 def verdict(cases, config, args, extra, lines):
-    """Print and return the problems of a run that measured nothing (stackproof.run_outcome)."""
-    from stackproof.run_outcome import problems, skip_reasons
+    """Print and return the problems of a run that measured nothing (stackproof.report.outcome)."""
+    from stackproof.report.outcome import problems, skip_reasons
     narrowed = any(a in ('-n', '--name', '-t', '--tag', '-x', '--exclude') or
                    a.startswith(('--name=', '--tag=', '--exclude=')) for a in extra) or \
         args.tag not in (None, 'acceptance', 'gpu')

@@ -126,7 +126,7 @@ def test_an_import_failure_is_an_error_not_a_missing_command(monkeypatch, capsys
 
 
 def test_a_bug_prints_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
-    from stackproof import slurmconf
+    from stackproof.nodes import slurmconf
 
     def boom(args):
         raise ZeroDivisionError("bug")
@@ -213,9 +213,9 @@ def test_state_is_written_atomically_and_corruption_is_detected(tmp_path):
 
 
 def test_slurm_values_are_validated_before_rendering():
-    from stackproof.nodetype import load
-    from stackproof.profiles import plan
-    from stackproof.slurmconf import Site, render
+    from stackproof.nodes.nodetype import load
+    from stackproof.nodes.profiles import plan
+    from stackproof.nodes.slurmconf import Site, render
     nt = load("lassen")
     prof = plan(nt, "baseline")
     for bad in (dict(controller="x\nProlog=/tmp/evil"), dict(nodes=["n1", "n 2"]), dict(slurmctld_port=0),
@@ -246,7 +246,7 @@ def test_nodetype_k_at_the_bound_is_written(shared, tmp_path, capsys):
 
 
 def test_nodetype_file_with_k_out_of_range_is_rejected(shared, tmp_path):
-    from stackproof.nodetype import from_xml, load
+    from stackproof.nodes.nodetype import from_xml, load
     nt = from_xml(shared / "topologies/mpibind__cts1-quartz-smt1.xml")
     nt.corespec["cores_per_socket"] = 18
     path = tmp_path / "bad.yaml"

@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from stackproof import cgroups
+from stackproof.cluster import cgroups
 from stackproof.cluster import Cluster, Settings, core, procs
-from stackproof.slurmconf import _cgroup_conf
+from stackproof.nodes.slurmconf import _cgroup_conf
 
 V1_CONTROLLERS = ["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids"]
 MOUNTS = {

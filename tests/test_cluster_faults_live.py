@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof import cgroups
+from stackproof.cluster import cgroups
 from stackproof import cluster as cl
 from stackproof.cluster import munge, netns
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from stackproof import cgroups
+from stackproof.cluster import cgroups
 from stackproof import cluster as cl
 from stackproof.cpulist import parse_list
 from stackproof.errors import StackproofError
-from stackproof.nodetype import from_host
+from stackproof.nodes.nodetype import from_host
 
 pytestmark = pytest.mark.live
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof import gpu_health
+from stackproof.gpus import health as gpu_health
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from stackproof.report import build, load_run
-from stackproof.run_outcome import injector_not_measured
+from stackproof.report.outcome import injector_not_measured
 
 DATA = Path(__file__).parent / "data" / "fwq-noise"
 FWQ_CASE = "FWQNoise %profile=baseline %signature=10Hz-2500us"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from stackproof import cuda_aware
+from stackproof.gpus import cuda_aware
 from stackproof.paths import REPO
 
 SUITE = REPO / "reframe-tests"

@@ -1,5 +1,5 @@
 """ReFrame partitions exist only where the hardware is, node types are read lazily, and a run that
-measured nothing fails (stackproof.run_outcome, reframe-tests/run.py)."""
+measured nothing fails (stackproof.report.outcome, reframe-tests/run.py)."""
 import json
 import os
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stackproof import run_outcome
+from stackproof.report import outcome as run_outcome
 from stackproof.paths import REPO, nodetypes_dir
 
 SUITE = REPO / "reframe-tests"

@@ -8,12 +8,14 @@ import sys
 
 import pytest
 
-from stackproof import corespec, validate
+from stackproof import validate
+
+from stackproof.nodes import corespec
 from stackproof.errors import StackproofError
 from stackproof.noise.hunt import attribute, propose
-from stackproof.nodetype import load
-from stackproof.profiles import load_catalog, plan, read_profile_file
-from stackproof.slurmconf import Site, render, write_tree
+from stackproof.nodes.nodetype import load
+from stackproof.nodes.profiles import load_catalog, plan, read_profile_file
+from stackproof.nodes.slurmconf import Site, render, write_tree
 
 # Each would run `touch pwned` (in the test's cwd) if spliced into shell. 15 bytes at most fit a comm.
 HOSTILE = ["$(touch pwned)", "`touch pwned`", "a;touch pwned", "a\ntouch pwned", "a|touch pwned", "a b", "",

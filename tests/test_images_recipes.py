@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof import images
+from stackproof.provision import images
 from stackproof.cli import main
 
 IMG = images.IMAGES_DIR

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackproof import images
+from stackproof.provision import images
 from stackproof.errors import StackproofError
-from stackproof.slurmconf import DROPIN_NAME
+from stackproof.nodes.slurmconf import DROPIN_NAME
 
 WW = images.IMAGES_DIR / "warewulf"
 OVERLAYS = WW / "overlays"
@@ -112,7 +112,7 @@ def test_cli_warewulf_nodes_missing_spec_exits_1(tmp_path, capsys):
 # ---- wwctl side ------------------------------------------------------------------------------------
 
 def _wwctl() -> str:
-    from stackproof import wwctl
+    from stackproof.provision import wwctl
     try:
         exe = wwctl.find()          # $STACKPROOF_WWCTL, $WWCTL, PATH
     except StackproofError as exc:      # $STACKPROOF_WWCTL set but not executable: fix it, never skip

@@ -6,7 +6,7 @@ import pytest
 
 from stackproof import cluster as cl
 from stackproof.cpulist import parse_list
-from stackproof.nodetype import from_host
+from stackproof.nodes.nodetype import from_host
 
 if importlib.util.find_spec("mpibind") is None:     # checked before importing: a failing import is an error
     pytest.skip("mpibind Python binding not installed (make mpibind-build)", allow_module_level=True)

@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from stackproof import gpu_discovery, node_memory, nodetype
+from stackproof.gpus import discovery as gpu_discovery
+
+from stackproof.nodes import memory as node_memory
+
+from stackproof.nodes import nodetype
 from stackproof.errors import StackproofError
 
 FIXTURE = "fixtures/gpu/h100-nvidia-smi-q.txt"

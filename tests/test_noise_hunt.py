@@ -138,13 +138,13 @@ def test_clock_mismatch_is_an_error(recorded):
 # ---------------------------------------------------------------- proposal, report
 
 def _plan():
-    from stackproof.nodetype import load
-    from stackproof.profiles import plan
+    from stackproof.nodes.nodetype import load
+    from stackproof.nodes.profiles import plan
     return load("pascal"), plan(load("pascal"), "clean")
 
 
 def test_proposal_binds_unknown_daemons_steers_irqs_and_names_kernel_remedies(recorded, tmp_path):
-    from stackproof.profiles import load_catalog
+    from stackproof.nodes.profiles import load_catalog
     nt, base = _plan()
     C = attribute.Culprit
     res = attribute.CpuResult(cpu=max(base.app_cpus), rank=0, samples=1, quantum_us=10, std_us=1, max_us=1,
@@ -172,7 +172,7 @@ def test_proposal_binds_unknown_daemons_steers_irqs_and_names_kernel_remedies(re
     import yaml
     doc = yaml.safe_load((tmp_path / "profiles.yaml").read_text())
     assert doc["profiles"]["hunt-clean"]["reserve"] is True
-    from stackproof.profiles import plan         # what `cluster up --profile-file` loads in --apply
+    from stackproof.nodes.profiles import plan         # what `cluster up --profile-file` loads in --apply
     loaded = plan(nt, "hunt-clean", profile_file=tmp_path / "profiles.yaml")
     assert loaded.irqs == [36] and "hunt-fwq-noise" in loaded.daemons and loaded.cpu_spec_list == base.cpu_spec_list
     script = (tmp_path / "apply.sh").read_text()

@@ -7,8 +7,8 @@ import pytest
 from stackproof.cluster.cli import settings_from_args
 from stackproof.cluster.state import Settings
 from stackproof.errors import StackproofError
-from stackproof.nodetype import load
-from stackproof.profiles import catalog_with, plan, profile_names, read_profile_file
+from stackproof.nodes.nodetype import load
+from stackproof.nodes.profiles import catalog_with, plan, profile_names, read_profile_file
 
 PROPOSAL = """\
 # Proposed by `stackproof noise hunt`

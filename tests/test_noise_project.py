@@ -257,7 +257,7 @@ def test_cli_rejects_runs_without_usable_traces(tmp_path):
 
 def test_report_section_from_the_projection_output(tmp_path):
     from types import SimpleNamespace
-    from stackproof.noise.scale.render import report_section
+    from stackproof.report.build import noise_at_scale_section as report_section
     ctx = SimpleNamespace(img=tmp_path / "img")
     assert report_section(ctx) is None                   # the projection did not run: no section
     proc = run_cli("--signature", "10Hz:2.5ms", "--nodes", "1,16", "--iterations", "20",

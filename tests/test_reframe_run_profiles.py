@@ -49,7 +49,7 @@ def test_merged_report_keeps_each_case_where_it_ran(run_py, tmp_path):
 
 
 def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run(run_py):
-    from stackproof.profiles import profile_names
+    from stackproof.nodes.profiles import profile_names
     profiles = run_py.profiles_to_run(["all"])
     assert profiles and set(profiles) <= set(profile_names()) and "baseline" in profiles
     assert run_py.profiles_to_run(["corespec", "baseline", "corespec"]) == ["corespec", "baseline"]

@@ -22,9 +22,9 @@ import pytest
 from conftest import require_files, require_tools
 from stackfiles import compare_rows, write_stack
 
-from stackproof.nodetype import load
+from stackproof.nodes.nodetype import load
 from stackproof.paths import REPO
-from stackproof.profiles import plan
+from stackproof.nodes.profiles import plan
 
 SUITE = REPO / "reframe-tests"
 CONFIG = SUITE / "config" / "site.py"

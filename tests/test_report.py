@@ -116,7 +116,7 @@ def test_noise_at_scale_section_says_why_the_linear_slowdown_falls(tmp_path):
     """Issue 26: each figure of the noise-at-scale section says what it shows and why."""
     from types import SimpleNamespace
 
-    from stackproof.report import _noise_at_scale
+    from stackproof.report.build import _noise_at_scale
     ctx = SimpleNamespace(img=tmp_path / "img")
     assert _noise_at_scale(ctx) is None
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--signature", "10Hz:2.5ms",

@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from stackproof import nodetype
+from stackproof.nodes import nodetype
 from stackproof.cpulist import format_list, parse_hwloc_bitmap, parse_list
 from stackproof.errors import StackproofError
 from stackproof.paths import nodetypes_dir

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from stackproof import nodetype, profiles
+from stackproof.nodes import nodetype
+
+from stackproof.nodes import profiles
 from stackproof.cpulist import format_list
 from stackproof.errors import StackproofError
-from stackproof.slurmconf import Site, render, write_tree
+from stackproof.nodes.slurmconf import Site, render, write_tree
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm"
 

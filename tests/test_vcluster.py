@@ -11,8 +11,9 @@ import tarfile
 import pytest
 
 from stackproof.errors import StackproofError
-from stackproof.vcluster import artifacts, boot, cpio, netboot, nodesconf, overlays
-from stackproof.vcluster.core import head_slurm_conf
+from stackproof.provision import cpio
+from stackproof.provision.vcluster import artifacts, boot, netboot, nodesconf, overlays
+from stackproof.provision.vcluster.core import head_slurm_conf
 
 
 # ---- cpio -------------------------------------------------------------------------------------------
@@ -286,7 +287,7 @@ def test_stage_tracking_from_console(tmp_path, planned):
 # ---- shared directories (virtiofs) and the ReFrame vcluster system --------------------------------------
 
 def test_shares_are_the_share_dir_and_the_stacks_root_read_only(monkeypatch, tmp_path):
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     monkeypatch.setenv("STACKPROOF_STACKS_ROOT", str(tmp_path / "stacks"))
     assert share.shares(tmp_path / "vc") == [share.Share("spk-share", tmp_path / "vc" / "share")]
     (tmp_path / "stacks").mkdir()
@@ -294,7 +295,7 @@ def test_shares_are_the_share_dir_and_the_stacks_root_read_only(monkeypatch, tmp
 
 
 def test_qemu_gets_shared_memory_and_one_vhost_user_fs_per_share(planned, tmp_path):
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     items = [share.Share("spk-share", tmp_path / "s"), share.Share("spk-stacks", tmp_path / "t", True)]
     b = boot.NodeBoot(planned[2][0], "tap0", tmp_path / "n01.console.log", tmp_path / "n01.qemu.pid", shares=items)
     cmd = boot.qemu_command(b)
@@ -332,7 +333,7 @@ def _fake_kernel_deb(tmp_path, release, modules):
 
 
 def test_share_overlay_mounts_each_share_at_its_path_before_slurmd(tmp_path):
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     items = [share.Share("spk-share", tmp_path / "vc/share"), share.Share("spk-stacks", tmp_path / "stacks", True)]
     deb = _fake_kernel_deb(tmp_path, "R", share.MODULES)
     got = _by_path(share.overlay_image(deb, "R", items))
@@ -351,7 +352,7 @@ def test_share_overlay_mounts_each_share_at_its_path_before_slurmd(tmp_path):
 
 
 def test_share_overlay_names_a_missing_kernel_module(tmp_path):
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     deb = _fake_kernel_deb(tmp_path, "R", share.MODULES[:1])
     with pytest.raises(StackproofError, match="lacks kernel/fs/fuse/virtiofs.ko"):
         share.kernel_modules(deb, "R")
@@ -367,8 +368,8 @@ def test_a_failed_share_mount_stops_the_wait(tmp_path, planned):
 
 
 def test_head_profile_env_is_the_profile_the_nodes_run(planned, tmp_path):
-    from stackproof.profiles import read_profile_env
-    from stackproof.vcluster.core import VCluster
+    from stackproof.nodes.profiles import read_profile_env
+    from stackproof.provision.vcluster.core import VCluster
     spec, _, nodes = planned
     VCluster(tmp_path)._profile_env(spec, nodes, tmp_path / "etc")
     env = read_profile_env(tmp_path / "etc/stackproof/profile.env")
@@ -453,7 +454,7 @@ def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partit
 
 
 def test_down_removes_virtiofsd_pid_files_of_its_own_sockets_only(monkeypatch, tmp_path):
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     pids = tmp_path / "virtiofsd"
     pids.mkdir()
     monkeypatch.setattr(share, "PIDFILE_DIR", pids)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackproof.errors import StackproofError
-from stackproof.vcluster import artifacts, head, httpserve, netboot, nodesconf
+from stackproof.provision.vcluster import artifacts, head, httpserve, netboot, nodesconf
 
 
 @pytest.fixture
@@ -204,5 +204,5 @@ def test_up_writes_the_allow_list_it_serves():
     """core.up writes run/http-allow.json from httpserve.allow_list and hands it to start_http."""
     src = (Path(head.__file__).parent / "core.py").read_text()
     assert "httpserve.allow_list(vnodes" in src and "head.start_http(self.root, self.run, allow)" in src
-    assert "http.server" not in (Path(head.__file__).parent / "head.py").read_text().replace("stackproof.vcluster.httpserve", "")
+    assert "http.server" not in (Path(head.__file__).parent / "head.py").read_text().replace("stackproof.provision.vcluster.httpserve", "")
     assert json.dumps(httpserve.allow_list([], ())) == '{"*": ["kmods.img", "vmlinuz"]}'

@@ -42,7 +42,7 @@ def private_root():
     import shutil
     import tempfile
     from stackproof.paths import REPO
-    from stackproof.vcluster import head
+    from stackproof.provision.vcluster import head
     private = Path(tempfile.mkdtemp(prefix="spk-vc-private-"))
     assert private.stat().st_mode & 0o777 == 0o700
     default = REPO / "build" / "vcluster"
@@ -65,8 +65,8 @@ def private_root():
 
 @pytest.fixture(scope="module")
 def cluster(private_root):
-    from stackproof.vcluster import head
-    from stackproof.vcluster.boot import preflight
+    from stackproof.provision.vcluster import head
+    from stackproof.provision.vcluster.boot import preflight
     if os.geteuid() != 0:
         pytest.skip("needs root")
     preflight()
@@ -185,7 +185,7 @@ def test_console_shows_the_node_log(cluster):
 
 
 def test_down_leaves_nothing(cluster):
-    from stackproof.vcluster import head
+    from stackproof.provision.vcluster import head
     st = json.loads(vc("status", "--json").stdout)
     qemu = [d["qemu_pid"] for d in st["nodes"].values()]
     heads = [d["pid"] for d in st["head"].values()]
@@ -196,6 +196,6 @@ def test_down_leaves_nothing(cluster):
     assert "spk-vc" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not list(Path("/run/netns").glob("spk-vc*"))
     assert not head.runtime_dir(head.root_dir()).exists(), "runtime dir left"
-    from stackproof.vcluster import share
+    from stackproof.provision.vcluster import share
     assert not share.leftover_pidfiles(Path(st["nodes"]["n01"]["console"]).parent), "virtiofsd pid files left"
     assert not list(Path(st["nodes"]["n01"]["console"]).parent.glob("*.socket"))

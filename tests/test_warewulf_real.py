@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackproof import wwctl
+from stackproof.provision import wwctl
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
-from stackproof.vcluster import cpio, nodesconf, overlays
-from stackproof.vcluster.core import VCluster
+from stackproof.provision import cpio
+from stackproof.provision.vcluster import nodesconf, overlays
+from stackproof.provision.vcluster.core import VCluster
 
 OVERLAY_SRC = REPO / "images/warewulf/overlays"
 KEY = bytes(range(256)) * 4                  # 1024 bytes, binary, last byte 0xff
@@ -168,7 +169,7 @@ STUB = """#!{python}
 # stub wwctl: records its arguments; `overlay build` writes one file per node from nodes.conf
 import os, sys, json, yaml
 sys.path.insert(0, {src!r})
-from stackproof.vcluster import cpio
+from stackproof.provision import cpio
 args = sys.argv[1:]
 with open(os.environ["STUB_LOG"], "a") as fh:
     fh.write(json.dumps(args) + "\\n")

@@ -1,7 +1,7 @@
 """Build ReFrame partitions and stack environments from stackproof node types.
 
 Every hardware fact in a partition (sockets, CPUs, SMT, NUMA, GPUs) comes from a node type
-(`stackproof.nodetype.load(...)`), never from this directory: a new site adds a node type and one
+(`stackproof.nodes.nodetype.load(...)`), never from this directory: a new site adds a node type and one
 small systems/<site>.py that says how jobs are submitted.
 
 Stacks: one ReFrame environment per software stack under test, generated from its stack file
@@ -14,8 +14,8 @@ import sys
 
 from stackproof.cpulist import format_mask
 from stackproof.errors import StackproofError
-from stackproof.gpu_health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
-from stackproof.nodetype import NodeType, load
+from stackproof.gpus.health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
+from stackproof.nodes.nodetype import NodeType, load
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
 
 # Every stack file (reframe-tests/stacks/*.yaml and $STACKPROOF_STACKS_DIR): one environment each.

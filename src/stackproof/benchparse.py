@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 class BenchParseError(StackproofError):

@@ -7,19 +7,19 @@ import importlib
 import sys
 import traceback
 
-from . import __version__
-from .errors import StackproofError
+from stackproof import __version__
+from stackproof.errors import StackproofError
 
 # noun -> module providing register(subparsers); each module owns its arguments.
 COMMANDS = {
-    "nodetype": "stackproof.nodetype",
-    "slurm": "stackproof.slurmconf",
+    "nodetype": "stackproof.nodes.nodetype",
+    "slurm": "stackproof.nodes.slurmconf",
     "cluster": "stackproof.cluster",
     "noise": "stackproof.noise.cli",
     "bench": "stackproof.benchparse",
     "report": "stackproof.report",
-    "images": "stackproof.images",
-    "vcluster": "stackproof.vcluster.cli",
+    "images": "stackproof.provision.images",
+    "vcluster": "stackproof.provision.vcluster.cli",
     "spack": "stackproof.spack.cli",
     "stack": "stackproof.stacks",
 }

@@ -1,7 +1,7 @@
 """Slurm hostlists: expand "n[1-3,5]" and compress back (one bracket level, as Slurm writes them)."""
 import re
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 MAX_HOSTS = 65536     # a hostlist naming more hosts than this is a typo, not a cluster
 MAX_DIGITS = 18       # host numbers: int() of a 100000-digit string is slow, Python refuses > 4300

@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 # Allowed: what daemon and kernel-thread names use (kworker/0:1H, systemd-journald, nv-hostengine);
 # nothing a shell, a regex or a config parser treats specially (no space, quote, $, `, ;, |, &, <, >,

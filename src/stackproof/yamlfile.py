@@ -3,7 +3,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 def read_yaml(path, what: str = "file"):

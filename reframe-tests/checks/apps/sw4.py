@@ -17,7 +17,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
 
 import reframe as rfm                                   # noqa: E402
 import reframe.utility.sanity as sn                     # noqa: E402
-import reframe.utility.typecheck as typ                 # noqa: E402
 from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
                                    sanity_function, variable)
 
@@ -41,8 +40,7 @@ class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: multiplies the steps chosen for time_target
     size_scale = variable(float, value=1.0, loggable=True)
     #: direction of each performance variable (the report never guesses it from the name)
-    perf_better = variable(typ.Dict[str, str], value={'solve_time': 'lower', 'startup_time': 'lower'},
-                           loggable=True)
+    perf_better = {'solve_time': 'lower', 'startup_time': 'lower'}
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}

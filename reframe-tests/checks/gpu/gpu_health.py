@@ -18,7 +18,7 @@ from reframe.core.builtins import (run_after, run_before, sanity_function,   # n
                                    variable)
 from reframe.core.exceptions import SanityError         # noqa: E402
 
-from stackproof import gpu_health                       # noqa: E402
+from stackproof.gpus import health as gpu_health                       # noqa: E402
 from stackproof.errors import StackproofError           # noqa: E402
 from stackproof_rfm import StackproofMixin              # noqa: E402
 
@@ -28,6 +28,8 @@ LINKS_QUERY = 'index,pci.bus_id,pcie.link.gen.max,pcie.link.width.max'
 
 @rfm.simple_test
 class GPUHealth(StackproofMixin, rfm.RegressionTest):
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = {'*_gflops': 'higher', '*_gbs': 'higher', '*_fraction': 'higher'}
     #: bytes per copy, in MiB
     copy_mib = variable(int, value=256)
     #: the partition's GPU model (node type), the index of references/<stack>/gpu.yaml

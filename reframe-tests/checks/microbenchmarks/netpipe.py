@@ -21,6 +21,8 @@ from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
 
 @rfm.simple_test
 class NetPIPE(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     #: smallest and largest message (bytes), repetitions per size (-n: a fixed count keeps the run short)
     lower = variable(int, value=8, loggable=True)
     upper = variable(int, value=1048576, loggable=True)

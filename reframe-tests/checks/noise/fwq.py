@@ -34,8 +34,8 @@ from reframe.core.exceptions import SanityError         # noqa: E402
 from stackproof.cpulist import parse_list               # noqa: E402
 from stackproof.noise import TraceError, load, stats_json   # noqa: E402
 from stackproof.paths import REPO                       # noqa: E402
-from stackproof.profiles import profile_names           # noqa: E402
-from stackproof.run_outcome import injector_not_measured   # noqa: E402
+from stackproof.nodes.profiles import profile_names           # noqa: E402
+from stackproof.report.outcome import injector_not_measured   # noqa: E402
 from stackproof_rfm import (Repeated, StackproofMixin, cpu_bind_options,   # noqa: E402
                             launcher_name, system_checks_stack)
 
@@ -46,6 +46,8 @@ SIGNATURES = ['none', '10Hz-2500us', 'daemon-10Hz-2500us']
 
 @rfm.simple_test
 class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = {'min': 'lower', 'mean': 'lower', 'max': 'lower', 'std': 'lower', 'noise_fraction': 'lower'}
     profile = parameter(PROFILES, loggable=True)
     signature = parameter(SIGNATURES, loggable=True)
     samples = variable(int, value=10000, loggable=True)

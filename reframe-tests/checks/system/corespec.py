@@ -13,7 +13,7 @@ from reframe.core.builtins import parameter, run_after, sanity_function   # noqa
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.cpulist import format_list, parse_list  # noqa: E402
-from stackproof.profiles import load_catalog           # noqa: E402
+from stackproof.nodes.profiles import load_catalog           # noqa: E402
 from stackproof_rfm import StackproofMixin, system_checks_stack   # noqa: E402
 
 

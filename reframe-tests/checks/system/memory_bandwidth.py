@@ -18,6 +18,8 @@ LINE = r'^memcopy host=(\S+) ranks=(\d+) bytes=(\d+) MBps=(\S+) check=(\d)$'
 
 @rfm.simple_test
 class MemoryBandwidth(StackproofMixin, Repeated, rfm.RegressionTest):
+    #: direction of each performance variable (the report never guesses it from the name)
+    perf_better = {'copy_bw': 'higher'}
     mib = variable(int, value=64, loggable=True)
     iterations = variable(int, value=10, loggable=True)
     #: nodes (0: every node of the partition)

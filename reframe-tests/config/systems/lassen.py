@@ -1,7 +1,7 @@
 """`lassen`: an example real site, a Lassen-like IBM POWER9 + 4x V100 cluster (node type `lassen`,
 derived from LLNL's hwloc XML). Partitions `pbatch` (CPU work on the GPU nodes) and `pgpu`.
 Edit access/hostnames for your site; never the hardware facts (they come from the node type)."""
-from stackproof.nodetype import load
+from stackproof.nodes.nodetype import load
 
 from partitions import default_prefix, partition, system, topology_file
 

@@ -8,7 +8,7 @@ head's namespace so that Slurm clients reach slurmctld, which `stackproof vclust
   stackproof vcluster exec -- reframe -C reframe-tests/config/site.py --system vcluster \
       --distribute=all -n MPIHello -n 'FWQNoise.*signature=none' -r
 - Stage and output directories are under <vcluster root>/share/reframe, which every node mounts at
-  the same path (virtiofs, src/stackproof/vcluster/share.py); the stacks root is mounted read-only,
+  the same path (virtiofs, src/stackproof/provision/vcluster/share.py); the stacks root is mounted read-only,
   so jobs run the stack binaries `stackproof stack build` made on the head.
 - Stack: `commodity` only (Debian's Open MPI, the MPI of the image).
 - Profile: the nodes' image fixes it (feature `corespec`); the head writes the profile.env the nodes
@@ -19,7 +19,7 @@ head's namespace so that Slurm clients reach slurmctld, which `stackproof vclust
 Environment: STACKPROOF_VCLUSTER_DIR (default build/vcluster), STACKPROOF_VCLUSTER_NODES (default 2)."""
 import os
 
-from stackproof.nodetype import load
+from stackproof.nodes.nodetype import load
 from stackproof.paths import REPO
 
 from partitions import partition, system

@@ -5,7 +5,7 @@ set STACKPROOF_X86GPU_NODETYPE=h100. Without it the shipped `pascal` node type (
 stands in, so the configuration is still complete and dry-runs work anywhere."""
 import os
 
-from stackproof.nodetype import load
+from stackproof.nodes.nodetype import load
 
 from partitions import default_prefix, partition, system, topology_file
 

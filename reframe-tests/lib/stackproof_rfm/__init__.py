@@ -21,10 +21,17 @@ from .repeat import Repeated, repeat_count
 from .stack import StackEnvironment, StackLauncher, StackReady, launcher_name, not_ready
 from .util import dims_create, stackproof_cmd, system_checks_stack
 
+import reframe.utility.typecheck as typ                 # noqa: E402
+from reframe.core.builtins import variable              # noqa: E402
+
 
 class StackproofMixin(StackReady, StackEnvironment, NodeProfile, IdentityProbe, StackReferences, OutputParsing,
                       FitsPartition):
     """A check that measures a stack on the partition's nodes (every mixin above but Repeated)."""
+    #: direction of each performance variable, {name or fnmatch pattern: 'higher' | 'lower'}: logged
+    #: with the results so the report reads it from the check and never guesses it from the name.
+    #: A check sets it by plain assignment in its class body.
+    perf_better = variable(typ.Dict[str, str], value={}, loggable=True)
 
 
 __all__ = ['FitsPartition', 'IDENTITY_LINE', 'IdentityProbe', 'NodeProfile', 'OutputParsing', 'REFERENCES',

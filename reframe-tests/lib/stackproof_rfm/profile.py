@@ -17,7 +17,7 @@ import subprocess
 import reframe as rfm
 from reframe.core.builtins import run_after
 
-from stackproof.profiles import read_profile_env
+from stackproof.nodes.profiles import read_profile_env
 
 from .stack import launcher_name
 from .util import stackproof_cmd

@@ -105,7 +105,7 @@ class StackEnvironment(rfm.RegressionTestPlugin):
             return str(path if pattern is None else path / pattern)
         what = f'{pattern} under {path}' if pattern else str(path)
         self.skip(f'stack {st.name} provides no {name} ({what} not found): build it with `stackproof stack build '
-                  f'{st.name}` (OSU/AMG/SW4 need STACKPROOF_BENCH_SOURCES), or point benchmarks.{name} / '
+                  f'{st.name}` (OSU/AMG/SW4 need their sources: upstream or STACKPROOF_SOURCE_MIRROR), or point benchmarks.{name} / '
                   f'{view_var(st.name)} at a build ({st.file})')
 
 

@@ -16,6 +16,9 @@ benchmarks sized by time (--target-s per launch). Then the noise hunt, the noise
 SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,
 one line, exit 128 + signal (130 for SIGINT). Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
 summary.md, report.html, report.md, reframe-report.json (merged sessions), reframe.log.
+
+May import: every package below it (report, stacks, cluster, noise, nodes, basics); only the CLI
+imports it.
 """
 from __future__ import annotations
 
@@ -33,22 +36,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from ..cluster import Cluster, Settings, find_mpibind_plugin
-from ..cpulist import parse_list
-from ..errors import StackproofError
-from ..nodetype import from_host
-from ..paths import REPO
-from ..profiles import plan, profile_names, read_profile_env
-from ..report.stats import design
-from ..stacks import StackError, load_stack, stack_names
-from ..stacks.preflight import ensure_ready
-from . import suite
-from .provenance import stack_provenance
+from stackproof.cluster import Cluster, Settings, find_mpibind_plugin
+from stackproof.cpulist import parse_list
+from stackproof.errors import StackproofError
+from stackproof.nodes.nodetype import from_host
+from stackproof.paths import REPO
+from stackproof.nodes.profiles import plan, profile_names, read_profile_env
+from stackproof.report.stats import design
+from stackproof.stacks import StackError, load_stack, stack_names
+from stackproof.stacks.preflight import ensure_ready
+from stackproof.acceptance import suite
+from stackproof.acceptance.provenance import stack_provenance
 
 
 def build_mpi_hello(mpi: str, out_dir: Path) -> Path:
     """Compile the packaged MPI smoke program with mpicc.<mpi> (openmpi | mpich)."""
-    src = resources.files("stackproof") / "data" / "mpi_hello.c"
+    src = resources.files("stackproof.stacks") / "data" / "mpi_hello.c"
     exe = Path(out_dir) / f"mpi_hello-{mpi}"
     proc = subprocess.run([f"mpicc.{mpi}", "-O2", "-o", str(exe), str(src)], capture_output=True, text=True)
     if proc.returncode != 0:

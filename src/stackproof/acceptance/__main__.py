@@ -1,5 +1,5 @@
 import sys
 
-from . import main
+from stackproof.acceptance import main
 
 sys.exit(main())

@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from ..stacks import StackError
-from ..stacks.model import load_stack
+from stackproof.stacks import StackError
+from stackproof.stacks.model import load_stack
 
 HEX = re.compile(r"^(files:)?[0-9a-f]{16,128}$")      # files: a hash over a directory's files
 NAME = re.compile(r"^[\w.+-]{1,100}$")

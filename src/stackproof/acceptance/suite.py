@@ -18,12 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from ..report.rows import cases_from_report, perf_rows, resolve_labels
-from ..report.sections import Context
-from ..report.stats import Design
-from ..report.verdict import decided, verdict_rows
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.report.rows import cases_from_report, perf_rows, resolve_labels
+from stackproof.report.sections import Context
+from stackproof.report.stats import Design
+from stackproof.report.verdict import decided, verdict_rows
 
 # Checks that compare the stacks (repeated in looks) and node checks (one stack, once per profile).
 # MPIHello is not repeated in looks: every benchmark records its ranks' MPI library (identity probe).

@@ -20,15 +20,18 @@ Modes:
 `up` validates first (bad input never stops a running cluster), then is idempotent: a running
 cluster with the same settings is left alone except that dead daemons are restarted (slurmctld from
 its saved state, so jobs survive); different settings (another profile) restart Slurm.
+
+May import: the basics and nodes/ (node types, slurm.conf rendering, profiles); owns the cluster's
+daemons, namespaces, cgroups and state. Imported by stacks/ checks, acceptance/ and the CLI.
 """
-from .cli import find_built_mpibind_plugin, register, settings_from_args
-from .core import REQUIRED, Cluster
-from .daemons import slurmctld_pidfile, slurmd_pidfile
-from .netns import NETNS_PREFIX, host_veth, node_addr, subnet
-from .procs import alive as _alive
-from .procs import cgroup_mode, log
-from .procs import read_pid as _read_pid
-from .state import DEFAULT_PORTS, DEFAULT_RUN_DIRS, CorruptState, Settings, State, run_dir
+from stackproof.cluster.cli import find_built_mpibind_plugin, register, settings_from_args
+from stackproof.cluster.core import REQUIRED, Cluster
+from stackproof.cluster.daemons import slurmctld_pidfile, slurmd_pidfile
+from stackproof.cluster.netns import NETNS_PREFIX, host_veth, node_addr, subnet
+from stackproof.cluster.procs import alive as _alive
+from stackproof.cluster.procs import cgroup_mode, log
+from stackproof.cluster.procs import read_pid as _read_pid
+from stackproof.cluster.state import DEFAULT_PORTS, DEFAULT_RUN_DIRS, CorruptState, Settings, State, run_dir
 
 # The old name (acceptance.py, tests): the build-tree plugin finder.
 find_mpibind_plugin = find_built_mpibind_plugin

@@ -7,16 +7,16 @@ import os
 import shlex
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..profiles import profile_names, read_profile_file
-from .core import Cluster
-from .state import DEFAULT_RUN_DIRS, Settings
+from stackproof.errors import StackproofError
+from stackproof.nodes.profiles import profile_names, read_profile_file
+from stackproof.cluster.core import Cluster
+from stackproof.cluster.state import DEFAULT_RUN_DIRS, Settings
 
 
 def find_built_mpibind_plugin() -> str | None:
     """The mpibind SPANK plugin from this checkout's build (or STACKPROOF_MPIBIND_PLUGIN), if built.
     (slurmconf.find_installed_mpibind_plugin searches a site's install prefixes instead.)"""
-    from ..paths import REPO
+    from stackproof.paths import REPO
     env = os.environ.get("STACKPROOF_MPIBIND_PLUGIN")
     if env:
         if env == "none":

@@ -10,16 +10,16 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import cgroups
-from ..errors import StackproofError
-from ..nodetype import from_host
-from ..profiles import plan, profile_names
-from ..slurmconf import Site, render, write_tree
-from . import daemons, munge, netns
-from .procs import (alive, cgroup_mode, cmdline, daemons_of, has_non_loopback_address, kill_and_wait, log,
+from stackproof.cluster import cgroups
+from stackproof.errors import StackproofError
+from stackproof.nodes.nodetype import from_host
+from stackproof.nodes.profiles import plan, profile_names
+from stackproof.nodes.slurmconf import Site, render, write_tree
+from stackproof.cluster import daemons, munge, netns
+from stackproof.cluster.procs import (alive, cgroup_mode, cmdline, daemons_of, has_non_loopback_address, kill_and_wait, log,
                     node_cgroups, pid1_is_systemd, port_in_use, procs_in_cgroups, read_pid,
                     remove_cgroup_tree)
-from .state import CorruptState, Settings, State, check_private_dir, load_state, run_dir, save_state
+from stackproof.cluster.state import CorruptState, Settings, State, check_private_dir, load_state, run_dir, save_state
 
 REQUIRED = {"slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client", "sinfo": "slurm-client",
             "munged": "munge", "ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
@@ -79,7 +79,7 @@ class Cluster:
         nt = from_host("local")
         prof = plan(nt, settings.profile, k=settings.k, profile_file=settings.profile_file or None)
         if settings.noise_daemon:
-            from ..noise.run import binary
+            from stackproof.noise.run import binary
             binary("fwq-noise")
         return nt, prof
 

@@ -6,9 +6,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import StackproofError
-from .procs import alive, read_pid, sh
-from .state import NOISE_DAEMON
+from stackproof.errors import StackproofError
+from stackproof.cluster.procs import alive, read_pid, sh
+from stackproof.cluster.state import NOISE_DAEMON
 
 
 def slurmctld_pidfile(root: Path) -> Path:
@@ -60,7 +60,7 @@ def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> i
     (so free cores can absorb it). Its bursts fall on the realtime grid (--sync, multiples of the
     period), so a trace attributes them by phase, apart from any co-tenant's. Checked alive after start (a signature whose duration is not
     shorter than its period makes fwq-noise exit at once)."""
-    from ..noise.run import binary
+    from stackproof.noise.run import binary
     m = NOISE_DAEMON.fullmatch(signature)
     if not m:
         raise StackproofError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")

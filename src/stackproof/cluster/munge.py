@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import StackproofError
-from .procs import read_pid, sh
+from stackproof.errors import StackproofError
+from stackproof.cluster.procs import read_pid, sh
 
 KEY_BYTES = 1024
 

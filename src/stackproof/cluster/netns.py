@@ -11,8 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ..errors import StackproofError
-from .procs import sh
+from stackproof.errors import StackproofError
+from stackproof.cluster.procs import sh
 
 NETNS_PREFIX = "spk"
 SUBNET_BASE = "10.99"             # the cluster's /24 is 10.99.X.0/24, X from the run directory

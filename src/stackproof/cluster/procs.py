@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from .. import cgroups
-from ..errors import StackproofError
+from stackproof.cluster import cgroups
+from stackproof.errors import StackproofError
 
 
 def log(msg: str) -> None:
@@ -142,7 +142,7 @@ def has_non_loopback_address() -> bool:
 
 
 def cgroup_mode() -> str:
-    """'v1', 'v2' or 'hybrid' (stackproof.cgroups.hierarchy)."""
+    """'v1', 'v2' or 'hybrid' (stackproof.cluster.cgroups.hierarchy)."""
     return cgroups.hierarchy()
 
 
@@ -154,7 +154,7 @@ def pid1_is_systemd() -> bool:
 
 
 def node_cgroups(node: str) -> list[Path]:
-    """The job cgroups Slurm made for `node` on this host's hierarchy (stackproof.cgroups.node_cgroups)."""
+    """The job cgroups Slurm made for `node` on this host's hierarchy (stackproof.cluster.cgroups.node_cgroups)."""
     return cgroups.node_cgroups(node, cgroups.hierarchy())
 
 

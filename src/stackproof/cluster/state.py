@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ..errors import StackproofError
+from stackproof.errors import StackproofError
 
 # root: /run (tmpfs, root-only) or /var/lib when /run is missing; never world-writable /tmp.
 DEFAULT_RUN_DIRS = ("/run/stackproof/cluster", "/var/lib/stackproof/cluster")

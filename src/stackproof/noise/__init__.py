@@ -25,10 +25,13 @@ Python API (times in microseconds unless a name says otherwise):
 Command line: `stackproof noise stats|plot|compare|inject|run|hunt` (see `stackproof noise -h`); the hunt
 (who steals the time, from a kernel trace) is `stackproof.noise.hunt` (docs/noise.md, "Who stole the time").
 The trace format and the C programs are described in fwq/README.md; methods in docs/noise.md.
+
+May import: the basics and nodes/ (node types and profiles for FWQ runs); the report wraps what
+noise/ writes as plain data.
 """
-from .stats import (CoreStats, Periodicity, compare, core_stats, detect_periodicity, find_detours,
+from stackproof.noise.stats import (CoreStats, Periodicity, compare, core_stats, detect_periodicity, find_detours,
                     format_table, most_affected, stats_json)
-from .trace import Trace, TraceError, load, write
+from stackproof.noise.trace import Trace, TraceError, load, write
 
 __all__ = ["CoreStats", "Periodicity", "Trace", "TraceError", "compare", "core_stats", "detect_periodicity",
            "find_detours", "format_table", "load", "most_affected", "stats_json", "write"]

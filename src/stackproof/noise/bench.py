@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .run import binary, mpi_env, mpirun_launcher
-from .stats import core_stats
-from .trace import load
+from stackproof.noise.run import binary, mpi_env, mpirun_launcher
+from stackproof.noise.stats import core_stats
+from stackproof.noise.trace import load
 
 
 def _calibration(tmp: Path, runs: int = 3) -> list[dict]:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 def register(subparsers) -> None:
@@ -92,14 +92,14 @@ def register(subparsers) -> None:
     s.add_argument("-o", "--outdir", default="hunt", help="output directory (default ./hunt)")
     s.set_defaults(func=cmd_hunt)
 
-    from .scale.cli import register as register_project
+    from stackproof.noise.scale.cli import register as register_project
     register_project(sub)
 
 
 # ------------------------------------------------------------------ stats / plot / compare
 
 def _load(path: str, label: str = ""):
-    from .trace import load
+    from stackproof.noise.trace import load
     return load(path, label=label)
 
 
@@ -108,7 +108,7 @@ def _fmt(v, spec):
 
 
 def cmd_stats(args) -> int:
-    from .stats import core_stats, most_affected, stats_json
+    from stackproof.noise.stats import core_stats, most_affected, stats_json
     docs = []
     for path in args.files:
         trace = _load(path)
@@ -137,7 +137,7 @@ def cmd_stats(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from . import plot
+    from stackproof.noise import plot
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in ("png", "svg", "pdf")]
     if bad or not formats:
@@ -165,7 +165,7 @@ def _parse_configs(items: list[str]) -> dict:
 
 
 def cmd_compare(args) -> int:
-    from .stats import compare, format_table
+    from stackproof.noise.stats import compare, format_table
     configs = _parse_configs(args.configs)
     try:
         rows = compare(configs, baseline=args.baseline)
@@ -185,7 +185,7 @@ _DURATION = re.compile(r"^\d+(\.\d+)?(ns|us|ms|s)$")
 
 
 def cmd_inject(args) -> int:
-    from .run import Injector, mpi_env, selfish_env
+    from stackproof.noise.run import Injector, mpi_env, selfish_env
     if not _DURATION.match(args.duration):
         raise StackproofError(f"--duration needs a number with a unit (ns, us, ms, s), got {args.duration!r}")
     if args.freq <= 0:
@@ -223,8 +223,8 @@ def cmd_inject(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .run import mpirun_launcher, run_fwq
-    from .stats import core_stats, most_affected
+    from stackproof.noise.run import mpirun_launcher, run_fwq
+    from stackproof.noise.stats import core_stats, most_affected
     if args.samples <= 0:
         raise StackproofError("-n must be positive")
     mode = "threads" if args.threads else "mpi"
@@ -253,7 +253,7 @@ def _threshold(text: str):
 
 
 def cmd_hunt(args) -> int:
-    from .hunt.hunt import check_cpus, hunt
+    from stackproof.noise.hunt.hunt import check_cpus, hunt
     cpus = check_cpus(args.cpus)
     if args.buffer_kb < 64:
         raise StackproofError(f"--buffer-kb {args.buffer_kb}: at least 64 KB per CPU")

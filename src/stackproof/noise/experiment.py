@@ -15,10 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from . import plot
-from .run import Injector, mpirun_launcher, run_fwq
-from .stats import compare, core_stats, format_table
-from .trace import load
+from stackproof.noise import plot
+from stackproof.noise.run import Injector, mpirun_launcher, run_fwq
+from stackproof.noise.stats import compare, core_stats, format_table
+from stackproof.noise.trace import load
 
 QUANTUM = "1.4ms"
 SIGNATURE = dict(freq_hz=10, duration="2500us")

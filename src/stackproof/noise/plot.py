@@ -10,7 +10,7 @@ import numpy as np
 
 import matplotlib
 
-from .stats import detour_threshold_us
+from stackproof.noise.stats import detour_threshold_us
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from .trace import Trace, load
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.noise.trace import Trace, load
 
 
 def build_dir() -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StackproofError
+from stackproof.errors import StackproofError
 
 MAGIC = b"FWQ-TRACE 1\n"
 HEADER_END = b"header_end\n"

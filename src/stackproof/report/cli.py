@@ -4,13 +4,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 def _cmd_report(args) -> int:
-    from . import build
-    from .compare import find
-    from .rows import load_run, load_session
+    from stackproof.report.build import build
+    from stackproof.report.compare import find
+    from stackproof.report.rows import load_run, load_session
     cases = []
     for spec in args.run or []:
         cases += load_run(spec)

@@ -7,8 +7,8 @@
 """
 from __future__ import annotations
 
-from ..errors import StackproofError
-from .rows import Case, cases_from_report, reframe_json
+from stackproof.errors import StackproofError
+from stackproof.report.rows import Case, cases_from_report, reframe_json
 
 
 def _stacks(cases: list[Case]) -> list[str]:

@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from .rows import Case
+from stackproof.report.rows import Case
 
 _SIZE_VAR = re.compile(r"^(lat|bw)_(\d+)(B|KiB|MiB|GiB)$")
 _MULT = {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import curves, human_bytes
-from .plots import curve_plot, fwq_plots, slug
-from .sections import Context, Section, Table, fmt
-from .verdict import copy_bandwidth, judge
+from stackproof.report.curves import curves, human_bytes
+from stackproof.report.plots import curve_plot, fwq_plots, slug
+from stackproof.report.sections import Context, Section, Table, fmt
+from stackproof.report.verdict import copy_bandwidth, judge
 
 PROFILE_ORDER = ["baseline", "freecore-first", "freecore-last", "corespec", "clean"]
 

@@ -7,8 +7,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ..errors import StackproofError
-from .curves import human_bytes
+from stackproof.errors import StackproofError
+from stackproof.report.curves import human_bytes
 
 FONT = 11
 
@@ -31,7 +31,7 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
     {stack: memory-copy bandwidth} drawn as dashed lines (the physical limit of on-node bandwidth)."""
     import numpy as np
 
-    from .verdict import ONE_LOOK, judge
+    from stackproof.report.verdict import ONE_LOOK, judge
     design = design or ONE_LOOK
     plt = _plt()
     colours = {s: f"C{i}" for i, s in enumerate(stacks)}
@@ -90,8 +90,8 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
 
 def fwq_plots(rows: list[dict], outdir: Path) -> list[tuple[str, Path]]:
     """Fig. 2: per-core scatter of every configuration side by side, and per-core box plots."""
-    from .. import noise
-    from ..noise import plot
+    from stackproof import noise
+    from stackproof.noise import plot
     plots = []
     groups = defaultdict(list)
     for r in rows:

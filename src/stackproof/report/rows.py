@@ -24,8 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
 
 REPEAT_PARAMS = ("repeat_index", ".repeat_no")
 DEFAULT_CONFIG = REPO / "reframe-tests" / "config" / "site.py"

@@ -11,7 +11,7 @@ design: each stack builds its own).
 """
 from __future__ import annotations
 
-from .sections import Context, Section, Table, fmt
+from stackproof.report.sections import Context, Section, Table, fmt
 
 SAME_ACROSS = ("node_type", "profile", "node_image")
 

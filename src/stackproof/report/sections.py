@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .rows import Case, Row, by_key, failure_detail, why_not_measured
-from .stats import LEVEL, Design
+from stackproof.report.rows import Case, Row, by_key, failure_detail, why_not_measured
+from stackproof.report.stats import LEVEL, Design
 
 
 @dataclass

@@ -6,7 +6,7 @@ Calls (docs/performance.md): *better* / *worse* when the interval of other/basel
 direction declared by the check says which), *no difference* when it lies inside the equivalence
 margin [1/(1+m), 1+m], else *inconclusive* (with the interval). A metric whose check declared no
 direction is called *higher* / *lower*, never better or worse. "Verdict" means this call only; whether a
-ReFrame run measured anything at all is its *run outcome* (stackproof.run_outcome).
+ReFrame run measured anything at all is its *run outcome* (stackproof.report.outcome).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .curves import headline_var, size_of_var
-from .rows import by_key, why_not_measured
-from .sections import Context, Section, Table, fmt
-from .stats import LEVEL, Design, ratio_interval, summarize
+from stackproof.report.curves import headline_var, size_of_var
+from stackproof.report.rows import by_key, why_not_measured
+from stackproof.report.sections import Context, Section, Table, fmt
+from stackproof.report.stats import LEVEL, Design, ratio_interval, summarize
 
 BETTER, WORSE, SAME, INCONCLUSIVE, NO_VERDICT = "better", "worse", "no difference", "inconclusive", "no verdict"
 DECIDED = (BETTER, WORSE, SAME, "higher", "lower")

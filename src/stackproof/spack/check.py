@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..yamlfile import read_yaml
-from .pins import ENVS_DIR, RECIPES, load_pins, lock_inputs, locked_on_host, release_tarball_sha256
+from stackproof.yamlfile import read_yaml
+from stackproof.spack.pins import ENVS_DIR, RECIPES, load_pins, lock_inputs, locked_on_host, release_tarball_sha256
 
 # ---------------------------------------------------------------------------------------------
 # root specs: compared through Spack's parser when SPACK_ROOT is set, else by a normal form that

@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import StackproofError
-from .check import consistency_check
-from .pins import ENVS_DIR, load_pins
+from stackproof.errors import StackproofError
+from stackproof.spack.check import consistency_check
+from stackproof.spack.pins import ENVS_DIR, load_pins
 
 NOUN = "spack"
 
@@ -51,7 +51,7 @@ def _spack(args, pins):
             say(msg)
             return None
         raise StackproofError(msg)
-    from .driver import open_pinned
+    from stackproof.spack.driver import open_pinned
     return open_pinned(pins, args.workdir, offline=not args.allow_network)
 
 
@@ -66,7 +66,7 @@ def cmd_check(args) -> int:
     spack = _spack(args, pins)
     if spack is None:
         return 0
-    from .lock import concretize_all
+    from stackproof.spack.lock import concretize_all
     concretize_all(spack, args.envs_dir, pins, args.env, audit=True, sites=args.site)
     return 0
 
@@ -74,7 +74,7 @@ def cmd_check(args) -> int:
 def cmd_lock(args) -> int:
     pins = load_pins(args.envs_dir)
     _lint(args, pins, check_locks=False)
-    from .lock import concretize_all
+    from stackproof.spack.lock import concretize_all
     concretize_all(_spack(args, pins), args.envs_dir, pins, args.env, write=True)
     return 0
 
@@ -82,7 +82,7 @@ def cmd_lock(args) -> int:
 def cmd_mirror(args) -> int:
     pins = load_pins(args.envs_dir)
     _lint(args, pins, check_locks=False)
-    from .mirror import write_mirror
+    from stackproof.spack.mirror import write_mirror
     write_mirror(args.envs_dir, pins, Path(args.dir))
     return 0
 
@@ -90,13 +90,13 @@ def cmd_mirror(args) -> int:
 def cmd_install(args) -> int:
     pins = load_pins(args.envs_dir)
     _lint(args, pins)
-    from .install import install
+    from stackproof.spack.install import install
     install(_spack(args, pins), args.envs_dir, args.name, args.scope)
     return 0
 
 
 def _env(args) -> int:
-    from .env import cmd_env
+    from stackproof.spack.env import cmd_env
     return cmd_env(args)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import StackproofError
-from ..paths import REPO
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
 
 OUR_PACKAGES = ["fwq-mpi", "stackproof-mpibind", "py-stackproof", "reframe", "osu-micro-benchmarks", "amg2023"]
 

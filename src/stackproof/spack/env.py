@@ -15,10 +15,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from .driver import Spack
-from .pins import load_pins
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.spack.driver import Spack
+from stackproof.spack.pins import load_pins
 
 
 def spack_root(pins) -> Path:

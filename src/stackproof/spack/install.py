@@ -3,8 +3,8 @@ lock, offline (loopback up), with the site's mirrors. Imports: basics, spack.dri
 import shutil
 from pathlib import Path
 
-from ..errors import StackproofError
-from .driver import stage_env
+from stackproof.errors import StackproofError
+from stackproof.spack.driver import stage_env
 
 # Open MPI's wrappers (mpicc -showme) print "opal_ifinit: unable to find network interfaces" when no
 # interface is up, which CMake's FindMPI mistakes for part of their answer (docs/spack.md "Building

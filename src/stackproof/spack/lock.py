@@ -4,8 +4,8 @@ order. Imports: basics, spack.pins (the driver object is passed in)."""
 import json
 from pathlib import Path
 
-from ..errors import StackproofError
-from .pins import lock_inputs, locked_on_host
+from stackproof.errors import StackproofError
+from stackproof.spack.pins import lock_inputs, locked_on_host
 
 
 def root_hashes(lock):

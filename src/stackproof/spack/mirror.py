@@ -4,9 +4,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from .pins import release_tarball_sha256
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.spack.pins import release_tarball_sha256
 
 
 def write_mirror(envs_dir, pins, mirror):

@@ -6,9 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from ..yamlfile import read_yaml
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.yamlfile import read_yaml
 
 ENVS_DIR = REPO / "spack-envs"
 RECIPES = Path("repo") / "spack_repo" / "stackproof" / "packages"

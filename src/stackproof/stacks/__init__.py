@@ -8,13 +8,15 @@ sources, appbuild.py builds them; commands.py has the install/build verbs).
   stackproof stack check NAME... [--kind local|slurm]   ready to run? (binaries, MPI linkage, environment)
   stackproof stack install NAME...          pinned wheels / Debian packages
   stackproof stack build NAME... [--source-mirror DIR]   the benchmarks, per stack
+
+May import: the basics, nodes/, cluster/ and spack/ (Spack stacks use Spack's installs).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 
-from .model import Stack, StackError, load_stack, stack_names, stacks_root, view_var
+from stackproof.stacks.model import Stack, StackError, load_stack, stack_names, stacks_root, view_var
 
 __all__ = ["Stack", "StackError", "load_stack", "stack_names", "stacks_root", "view_var", "register"]
 
@@ -36,7 +38,7 @@ def _show(args) -> int:
 
 
 def _check(args) -> int:
-    from .preflight import ensure_ready
+    from stackproof.stacks.preflight import ensure_ready
     for line in ensure_ready(args.names, args.kind, require=args.require):
         print(line)
     return 0
@@ -56,5 +58,5 @@ def register(sub) -> None:
     v.add_argument("--require", default="probe,hello,fwq,netpipe",
                    help="benchmarks that must exist (comma-separated; default %(default)s)")
     v.set_defaults(func=_check)
-    from .commands import register_verbs
+    from stackproof.stacks.commands import register_verbs
     register_verbs(verbs)

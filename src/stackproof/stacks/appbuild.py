@@ -18,11 +18,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..paths import REPO
-from .fetch import safe_extract, sha256_of
-from .model import Stack, StackError
-from .recipes import Recipe, RecipeError, data_dir, expand
-from .sources import Obtained
+from stackproof.paths import REPO
+from stackproof.stacks.fetch import safe_extract, sha256_of
+from stackproof.stacks.model import Stack, StackError
+from stackproof.stacks.recipes import Recipe, RecipeError, data_dir, expand
+from stackproof.stacks.sources import Obtained
 
 PROVENANCE = "provenance.json"
 # what a stack's blas_lapack may contain: it becomes a make variable and a configure argument

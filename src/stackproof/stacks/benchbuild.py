@@ -26,13 +26,13 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from .appbuild import build_recipe, outputs, recipe_fingerprint, record_provenance
-from .fetch import sha256_of as sha256
-from .model import Stack, StackError, load_stack, stack_names
-from .preflight import linkage_problem, linked_libraries
-from .recipes import Recipe, load_recipes
-from .sources import Obtained, SourceUnavailable, obtain
-from .spackbench import view_report
+from stackproof.stacks.appbuild import build_recipe, outputs, recipe_fingerprint, record_provenance
+from stackproof.stacks.fetch import sha256_of as sha256
+from stackproof.stacks.model import Stack, StackError, load_stack, stack_names
+from stackproof.stacks.preflight import linkage_problem, linked_libraries
+from stackproof.stacks.recipes import Recipe, load_recipes
+from stackproof.stacks.sources import Obtained, SourceUnavailable, obtain
+from stackproof.stacks.spackbench import view_report
 
 RECIPES = load_recipes()
 TARGETS = ("probe", "hello", *RECIPES)
@@ -155,7 +155,7 @@ def _run(stack: Stack, what: str, cmd: list[str], env: dict[str, str], cwd: Path
 
 
 def _packaged(name: str) -> Path:
-    return Path(str(resources.files("stackproof") / "data" / name))
+    return Path(str(resources.files("stackproof.stacks") / "data" / name))
 
 
 def build_c_program(stack: Stack, src: Path, exe: Path, env: dict[str, str]) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 
-from .benchbuild import TARGETS, build_stack
-from .environment import check_environment
-from .model import load_stack
-from .provision import check_apt, install, resolve_pins
-from .sources import MIRROR_VAR
+from stackproof.stacks.benchbuild import TARGETS, build_stack
+from stackproof.stacks.environment import check_environment
+from stackproof.stacks.model import load_stack
+from stackproof.stacks.provision import check_apt, install, resolve_pins
+from stackproof.stacks.sources import MIRROR_VAR
 
 
 def _install_cmd(args) -> int:

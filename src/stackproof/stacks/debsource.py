@@ -13,8 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from .fetch import FetchError, sha256_of
-from .recipes import DebianSource
+from stackproof.stacks.fetch import FetchError, sha256_of
+from stackproof.stacks.recipes import DebianSource
 
 DEB_SRC_FIX = ("add deb-src entries (scripts/install-deps.sh writes "
                "/etc/apt/sources.list.d/stackproof-deb-src.sources) and run `apt-get update`")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .model import Stack, StackError
+from stackproof.stacks.model import Stack, StackError
 
 
 def environment_problems(stack: Stack, env: dict[str, str] | None = None) -> list[str]:

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .model import StackError
+from stackproof.stacks.model import StackError
 
 TIMEOUT_S = 20          # connect/read timeout: an unreachable site answers fast or not at all
 CHUNK = 1 << 16

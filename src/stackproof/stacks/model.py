@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from ..yamlfile import read_yaml
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.yamlfile import read_yaml
 
 DEFAULT_STACKS_ROOT = Path("/opt/stackproof/stacks")
 SHIPPED_DIR = REPO / "reframe-tests" / "stacks"

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .environment import environment_problems as stack_environment_problems
-from .model import Stack, StackError, load_stack
+from stackproof.stacks.environment import environment_problems as stack_environment_problems
+from stackproof.stacks.model import Stack, StackError, load_stack
 
 REQUIRED = ("probe", "hello", "fwq", "netpipe")
 _LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(\S+|not found)")

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .model import Stack, StackError
+from stackproof.stacks.model import Stack, StackError
 
 MANIFEST = "stackproof-manifest.json"
 # Versions verified to resolve and work here (docs/acceptance.md, "The vendor stack"): named in errors as the fix.

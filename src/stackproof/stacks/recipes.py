@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..yamlfile import read_yaml
+from stackproof.errors import StackproofError
+from stackproof.yamlfile import read_yaml
 
 PLACEHOLDERS = ("cc", "cxx", "fc", "blas", "jobs", "src", "stage", "data", "repo")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

@@ -21,11 +21,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import REPO
-from .debsource import fetch_debian
-from .fetch import ChecksumError, FetchError, download, sha256_of, verify_file
-from .model import StackError, stacks_root
-from .recipes import Recipe
+from stackproof.paths import REPO
+from stackproof.stacks.debsource import fetch_debian
+from stackproof.stacks.fetch import ChecksumError, FetchError, download, sha256_of, verify_file
+from stackproof.stacks.model import StackError, stacks_root
+from stackproof.stacks.recipes import Recipe
 
 MIRROR_VAR = "STACKPROOF_SOURCE_MIRROR"
 GIT_TIMEOUT_S = 300

@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from .model import Stack
-from .recipes import load_recipes
+from stackproof.stacks.model import Stack
+from stackproof.stacks.recipes import load_recipes
 
 
 def spack_installs(names: list[str], runner=subprocess.run) -> dict[str, str] | str:

@@ -7,6 +7,6 @@
     hunt.py       the `stackproof noise hunt` run: FWQ with and without tracing, --apply, outputs
     plot.py       timeline figure; report.py: the acceptance report's "who stole the time" section
 """
-from .report import hunt_report_section
+from stackproof.noise.hunt.report import hunt_report_section
 
 __all__ = ["hunt_report_section"]

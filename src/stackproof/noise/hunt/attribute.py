@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .timeline import Owner, Timeline
+from stackproof.noise.hunt.timeline import Owner, Timeline
 
 UNEXPLAINED = Owner("unexplained", "unexplained", "unexplained (hardware/hypervisor/switch cost)")
 HYPERVISOR = Owner("hypervisor", "hypervisor", "hypervisor (vCPU not running: ticks missed)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attribute import attribute
+from stackproof.noise.hunt.attribute import attribute
 
 LADDER_US = (10, 15, 20, 30, 50, 70, 100, 150, 200)
 TARGET = 0.8

@@ -20,19 +20,19 @@ import sys
 import time
 from pathlib import Path
 
-from ...cpulist import format_list, parse_list
-from ...errors import StackproofError
-from ..run import run_fwq
-from ..stats import compare, core_stats
-from ..trace import load
+from stackproof.cpulist import format_list, parse_list
+from stackproof.errors import StackproofError
+from stackproof.noise.run import run_fwq
+from stackproof.noise.stats import compare, core_stats
+from stackproof.noise.trace import load
 import numpy as np
 
-from . import attribute as attr
-from . import calibrate
-from . import propose as prop_mod
-from .markdown import markdown
-from .timeline import clock_offset_ns, parse
-from .tracefs import TraceSession, backend, ensure_tracefs
+from stackproof.noise.hunt import attribute as attr
+from stackproof.noise.hunt import calibrate
+from stackproof.noise.hunt import propose as prop_mod
+from stackproof.noise.hunt.markdown import markdown
+from stackproof.noise.hunt.timeline import clock_offset_ns, parse
+from stackproof.noise.hunt.tracefs import TraceSession, backend, ensure_tracefs
 
 SELF_COMM = "fwq-th"
 
@@ -198,8 +198,8 @@ def hunt(cpus: list[int], duration: float, threshold_us: float | None, buffer_kb
     doc["per_cpu"] = [r.as_dict() for r in results]
     doc["status"] = "ok"
 
-    from ...nodetype import from_host
-    from ...profiles import load_catalog, plan
+    from stackproof.nodes.nodetype import from_host
+    from stackproof.nodes.profiles import load_catalog, plan
     nt = from_host("local")
     base = plan(nt, "clean")
     proposal = prop_mod.propose(results, base, load_catalog(), host)
@@ -231,7 +231,7 @@ def hunt(cpus: list[int], duration: float, threshold_us: float | None, buffer_kb
     (outdir / "hunt.json").write_text(json.dumps(doc, indent=1, default=str))
     (outdir / "hunt.md").write_text(markdown(doc))
     try:
-        from .plot import plot_timeline
+        from stackproof.noise.hunt.plot import plot_timeline
         doc["figures"] = [str(plot_timeline(doc, outdir / f"timeline.{ext}")) for ext in ("png", "svg")]
         (outdir / "hunt.json").write_text(json.dumps(doc, indent=1, default=str))
     except ImportError:
@@ -262,7 +262,7 @@ def calibrate_thresholds(doc: dict, traced, tl, clock: str) -> dict[int, float]:
 def _osnoise_report(doc: dict, lines: list[str], ts) -> str:
     """The kernel's own per-source noise from the osnoise tracepoints, when recorded; returns the
     recorder actually used (said in hunt.md and hunt.json)."""
-    from .osnoise import attribute_samples, parse_events
+    from stackproof.noise.hunt.osnoise import attribute_samples, parse_events
     if ts.osnoise_error:
         doc["backend"]["why"] += f"; the osnoise tracer could not be started ({ts.osnoise_error}): events only"
     if not ts.osnoise:

@@ -2,9 +2,9 @@
 the kernel's own osnoise accounting, the proposal and the Table IV rows of a hunt's document."""
 from __future__ import annotations
 
-from ...cpulist import format_list
-from ..stats import format_table
-from . import propose as prop_mod
+from stackproof.cpulist import format_list
+from stackproof.noise.stats import format_table
+from stackproof.noise.hunt import propose as prop_mod
 
 MIN_OCCURRENCES = 8          # a periodic culprit's signature needs this many occurrences in the run
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...errors import StackproofError
+from stackproof.errors import StackproofError
 
 HEAD = r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+"
 SUMMARY = re.compile(HEAD + r"(?P<runtime>\d+)\s+(?P<noise>\d+)\s+(?P<avail>[\d.]+)\s+(?P<max>\d+)\s+"

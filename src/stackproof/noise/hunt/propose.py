@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from ... import validate
-from ...errors import StackproofError
+from stackproof import validate
+from stackproof.errors import StackproofError
 
 MIN_SHARE = 0.05
 KTHREAD = re.compile(r"^(kworker|ksoftirqd|migration|rcu_|cpuhp|idle_inject|watchdog|irq/|kthreadd|kcompactd|"
@@ -136,7 +136,7 @@ def apply_script(prop: dict) -> str:
 
 def render_proposal(prop: dict, nt, base_plan, host: str, outdir: Path) -> list[str]:
     """Write profiles.yaml, apply.sh and the rendered configuration tree into outdir."""
-    from ...slurmconf import Site, render, write_tree
+    from stackproof.nodes.slurmconf import Site, render, write_tree
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / "profiles.yaml").write_text(profiles_yaml(prop))
     script = outdir / "apply.sh"

@@ -31,7 +31,7 @@ def _profile(doc: dict, path: Path) -> str:
 
 
 def hunt_report_section(results_dir) -> Section | None:
-    from .markdown import culprit_table
+    from stackproof.noise.hunt.markdown import culprit_table
     root = Path(results_dir)
     docs = []
     for path in sorted(root.rglob("hunt.json")):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tracefs import SYNC_TAG, parse_ts_ns
+from stackproof.noise.hunt.tracefs import SYNC_TAG, parse_ts_ns
 
 LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
                   r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s?(?P<body>.*)$")

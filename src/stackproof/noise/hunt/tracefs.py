@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ...errors import StackproofError
+from stackproof.errors import StackproofError
 
 TRACEFS = Path(os.environ.get("STACKPROOF_TRACEFS", "/sys/kernel/tracing"))
 INSTANCE = "stackproof-hunt"
@@ -61,7 +61,7 @@ def ensure_tracefs(root: Path = TRACEFS) -> Path:
 def backend(root: Path = TRACEFS) -> dict:
     """Which recorder is used, and why: tracefs sched/irq events always (FWQ is the workload whose
     samples are attributed); plus the osnoise tracer's tracepoints when the kernel has them."""
-    from .osnoise import detect
+    from stackproof.noise.hunt.osnoise import detect
     k = detect(root)
     tracers = k["available_tracers"]
     use_osnoise = k["osnoise_tracer"] and k["osnoise_events"]

@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from ...errors import StackproofError
-from . import loggp as lg
-from .collectives import ALGORITHMS
-from .noisemodel import NoiseModelError, from_trace, parse_signature
-from .simulate import PLACEMENTS, Scenario, simulate
-from .sources import load_run
+from stackproof.errors import StackproofError
+from stackproof.noise.scale import loggp as lg
+from stackproof.noise.scale.collectives import ALGORITHMS
+from stackproof.noise.scale.noisemodel import NoiseModelError, from_trace, parse_signature
+from stackproof.noise.scale.simulate import PLACEMENTS, Scenario, simulate
+from stackproof.noise.scale.sources import load_run
 
 DEFAULT_NODES = "1,16,256,4096,65536"
 MAX_NODES = 1 << 20
@@ -110,7 +110,7 @@ def _placements(text: str) -> list[str]:
 
 
 def _loggp(args, curves) -> lg.LogGP:
-    from ...benchparse import parse_file
+    from stackproof.benchparse import parse_file
     params = lg.LogGP()
     candidates = [("osu", Path(args.loggp_from))] if args.loggp_from else list(curves)
     for kind, path in candidates:
@@ -138,7 +138,7 @@ def _loggp(args, curves) -> lg.LogGP:
 def _noises(args):
     if args.signature:
         return {args.signature: (parse_signature(args.signature), None)}, []
-    from ..trace import load
+    from stackproof.noise.trace import load
     run = load_run(args.run, args.stack)
     wanted = [p.strip() for p in args.profile.split(",")] if args.profile else list(run.traces)
     missing = [p for p in wanted if p not in run.traces]
@@ -196,7 +196,7 @@ def cmd_project(args) -> int:
            "noise": {p: {"fraction": n.fraction, "span_us": n.span_us, "detours": int(n.starts_us.size),
                          "app_cores": cores} for p, (n, cores) in noises.items()},
            "rows": rows}
-    from .render import markdown, plot
+    from stackproof.noise.scale.render import markdown, plot
     if args.outdir:
         out = Path(args.outdir)
         try:

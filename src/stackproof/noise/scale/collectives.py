@@ -17,7 +17,7 @@ import numpy as np
 
 from functools import lru_cache
 
-from .loggp import LogGP
+from stackproof.noise.scale.loggp import LogGP
 
 ALGORITHMS = ("binomial", "recursive-doubling", "linear", "dissemination")
 

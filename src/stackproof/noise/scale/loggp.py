@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 class LogGPError(StackproofError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 class NoiseModelError(StackproofError):
@@ -151,7 +151,7 @@ def parse_signature(text: str) -> NodeNoise:
 def from_trace(trace, cpus: list[int] | None = None, threshold_us: float | None = None) -> NodeNoise:
     """The node timeline of an FWQ trace: the union of its cores' detours (stolen time placed at
     the detour's start), on the trace's common time base, repeating every trace span."""
-    from ..stats import find_detours
+    from stackproof.noise.stats import find_detours
 
     if trace.nsamples < 16:
         raise NoiseModelError(f"{trace.path}: {trace.nsamples} samples per core are too few to model noise")

@@ -1,7 +1,6 @@
 """Projection results as a Markdown table, a slowdown-versus-nodes plot, and a report section."""
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -96,34 +95,3 @@ def plot(doc: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def report_section(ctx):
-    """The acceptance report's "Noise at scale" section (report.EXTRA_SECTIONS), from the projection
-    that `make acceptance` writes to <report dir>/project/; None when it did not run."""
-    from ...report.sections import Section, Table
-
-    outdir = Path(ctx.img).parent / "project"
-    doc_path = outdir / "project.json"
-    if not doc_path.is_file():
-        return None
-    doc = json.loads(doc_path.read_text())
-    nodes, groups = _grouped(doc)
-    max_cores = max((v.get("app_cores") or 0) for v in doc["noise"].values())
-    rows = []
-    for key, by_nodes in groups.items():
-        cells = []
-        for n in nodes:
-            row = by_nodes.get(n)
-            fewer = row and row.get("app_cores") and row["app_cores"] < max_cores
-            eff = row.get("effective_slowdown") if fewer else None
-            cells.append("-" if row is None else _pct(row["slowdown"]) + (f" (eff. {_pct(eff)})" if eff else ""))
-        rows.append([_label(key), f"{100 * doc['noise'][key[0]]['fraction']:.3f} %", *cells])
-    p = doc["loggp"]
-    text = [f"Source: {doc['source']}. LogGP L={p['L']:.3g} us, o={p['o']:.3g} us, g={p['g']:.3g} us, "
-            f"G={p['G'] * 1e3:.3g} ns/B ({p['source']}).", MEANING,
-            "Model and validation: docs/noise.md, 'Noise at scale'."]
-    figure = outdir / "project-slowdown.png"
-    return Section(title="Noise at scale (projection)", text=text,
-                   tables=[Table(["scenario", "node noise", *[f"{n:,} nodes" for n in nodes]], rows)],
-                   figures=[("Projected slowdown versus node count", figure)] if figure.is_file() else [])

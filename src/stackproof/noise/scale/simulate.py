@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .collectives import ALGORITHMS, allreduce
-from .loggp import LogGP
-from .noisemodel import NodeNoise, NoiseModelError
+from stackproof.noise.scale.collectives import ALGORITHMS, allreduce
+from stackproof.noise.scale.loggp import LogGP
+from stackproof.noise.scale.noisemodel import NodeNoise, NoiseModelError
 
 PLACEMENTS = ("random", "block")
 

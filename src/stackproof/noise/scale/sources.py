@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import StackproofError
-from .. import trace as fwqtrace
+from stackproof.errors import StackproofError
+from stackproof.noise import trace as fwqtrace
 
 REPORT_NAMES = ("reframe-report.json",)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 MODELS_FILE = Path(__file__).parent / "data" / "gpu_models.yaml"
 

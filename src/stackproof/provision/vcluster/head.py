@@ -20,11 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..cluster.procs import alive, read_pid  # noqa: F401 - one process helper (boot.py imports them here)
-from ..errors import StackproofError
-from ..paths import REPO
-from .netboot import BRIDGE, HTTP_PORT
-from .nodesconf import HEAD_ADDR, NETWORK
+from stackproof.cluster.procs import alive, read_pid  # noqa: F401 - one process helper (boot.py imports them here)
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.provision.vcluster.netboot import BRIDGE, HTTP_PORT
+from stackproof.provision.vcluster.nodesconf import HEAD_ADDR, NETWORK
 
 NETNS_PREFIX = "spk-vc-"
 RUNTIME_BASE = Path("/run/stackproof")
@@ -136,7 +136,7 @@ def start_http(root: Path, run: Path, allow: Path) -> int:
         os.kill(pid, signal.SIGTERM)       # the allow list may have changed
         _wait_gone([pid])
     log = open(run / "http.log", "ab")
-    proc = subprocess.Popen(ns() + [sys.executable, "-m", "stackproof.vcluster.httpserve", "--bind", HEAD_ADDR,
+    proc = subprocess.Popen(ns() + [sys.executable, "-m", "stackproof.provision.vcluster.httpserve", "--bind", HEAD_ADDR,
                                   "--port", str(HTTP_PORT), "--root", str(root / "http"), "--allow", str(allow)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     (run / "http.pid").write_text(f"{proc.pid}\n")

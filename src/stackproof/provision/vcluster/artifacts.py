@@ -23,11 +23,11 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..paths import REPO
-from . import cpio
-from .nodesconf import VNode
-from .overlays import KMODS
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.provision import cpio
+from stackproof.provision.vcluster.nodesconf import VNode
+from stackproof.provision.vcluster.overlays import KMODS
 
 # Debian 12's cloud kernel (virtio drivers as modules, small): pinned; bump both together.
 KERNEL_PACKAGE = "linux-image-6.1.0-56-cloud-amd64"
@@ -110,7 +110,7 @@ def kernel(root: Path) -> tuple[Path, Path]:
         if proc.returncode != 0 or not debs:
             raise StackproofError(f"cannot download the guest kernel {KERNEL_PACKAGE}={KERNEL_VERSION} "
                                   f"(if Debian dropped it, bump KERNEL_* in "
-                                  f"src/stackproof/vcluster/artifacts.py): {proc.stderr.strip()[-300:]}")
+                                  f"src/stackproof/provision/vcluster/artifacts.py): {proc.stderr.strip()[-300:]}")
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         subprocess.run(["dpkg-deb", "-x", str(debs[-1]), tmp], check=True)
         src = Path(tmp) / "boot" / f"vmlinuz-{KERNEL_RELEASE}"
@@ -182,7 +182,7 @@ def image(root: Path, name: str) -> Path:
 
 def mpi_hello(root: Path) -> bytes | None:
     """Built on the head with its mpicc (same Debian Open MPI as the image); None without mpicc."""
-    src = resources.files("stackproof.vcluster").joinpath("data/mpi_hello.c")
+    src = resources.files("stackproof.provision.vcluster").joinpath("data/mpi_hello.c")
     out = root / "cache" / "mpi-hello"
     inputs = {"source": hashlib.sha256(src.read_bytes()).hexdigest()}
     if _stamp_ok(out, inputs):

@@ -2,7 +2,7 @@
 
 - Site overlays (images/warewulf/overlays: slurm, corespec, munge): with a real wwctl (PATH or
   $STACKPROOF_WWCTL), `wwctl overlay build` renders them in a private Warewulf tree and its images
-  are read back (`render_auto`); without one, their files are what `stackproof.warewulf.expected_renders`
+  are read back (`render_auto`); without one, their files are what `stackproof.provision.warewulf.expected_renders`
   says the templates render (the golden output the wwctl tests hold the templates to;
   tests/test_warewulf_real.py holds the two renderers equal). The munge key is the head's generated
   key, 0400 munge:munge.
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shutil
 from importlib import resources
 from pathlib import Path
 
-from .. import warewulf, wwctl
-from ..errors import StackproofError
-from ..paths import REPO
-from .cpio import File
-from .nodesconf import HEAD_ADDR, VNode
+from stackproof.provision import warewulf
+
+from stackproof.provision import wwctl
+from stackproof.provision.images import munge_id
+from stackproof.errors import StackproofError
+from stackproof.provision.cpio import File
+from stackproof.provision.vcluster.nodesconf import HEAD_ADDR, VNode
 
 # Kernel modules the cloud kernel needs for virtio-net, in load order (virtio_ring before virtio
 # fails with "unknown symbol").
@@ -33,15 +34,6 @@ KMODS = ["drivers/virtio/virtio_ring.ko", "drivers/virtio/virtio.ko", "drivers/v
 KMODS = [f"kernel/{m}" for m in KMODS]
 
 
-def munge_id() -> int:
-    """The image's fixed munge uid/gid (images/common/install-stack.sh, one place)."""
-    text = (REPO / "images" / "common" / "install-stack.sh").read_text()
-    m = re.search(r"^MUNGE_ID=(\d+)$", text, re.M)
-    if not m:
-        raise StackproofError("cannot read MUNGE_ID from images/common/install-stack.sh")
-    return int(m.group(1))
-
-
 def _builtin(node: VNode, nodes: list[VNode], name: str) -> dict[str, File]:
     if name == "wwinit":
         config = "\n".join([
@@ -49,7 +41,7 @@ def _builtin(node: VNode, nodes: list[VNode], name: str) -> dict[str, File]:
             f"WWHOSTNAME={node.name}", f"WWIPADDR={node.ipaddr}", f"WWPREFIX={node.prefix}",
             f"WWNETMASK={node.netmask}", f"WWGATEWAY={node.gateway or ''}", f"WWDEVICE={node.device}",
             f"WWHWADDR={node.hwaddr}", f"WWINIT={node.init}", f"WWKMODS='{' '.join(KMODS)}'", ""])
-        init = resources.files("stackproof.vcluster").joinpath("data/wwinit.sh").read_text()
+        init = resources.files("stackproof.provision.vcluster").joinpath("data/wwinit.sh").read_text()
         return {"init": File(init, 0o755), "warewulf/config": File(config, 0o644)}
     if name == "vcnode":
         # no ssh.host_keys overlay here, no login on a console that is a log file, no controller

@@ -20,7 +20,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 # PCI class codes of display controllers: VGA, 3D, other display.
 GPU_CLASSES = {"0300", "0302", "0380"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .core import DEFAULT_TIMEOUT, VCluster
-from .nodesconf import DEFAULT_SPEC
+from stackproof.provision.vcluster.core import DEFAULT_TIMEOUT, VCluster
+from stackproof.provision.vcluster.nodesconf import DEFAULT_SPEC
 
 
 def _cmd_up(args) -> int:

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import yaml
 
-from .cpulist import format_list
-from .errors import StackproofError
-from .yamlfile import read_yaml
-from .hostlist import expand
-from .nodetype import load as load_nodetype
-from .paths import REPO
-from .profiles import plan
-from .slurmconf import DROPIN_NAME, Site, render
+from stackproof.cpulist import format_list
+from stackproof.errors import StackproofError
+from stackproof.yamlfile import read_yaml
+from stackproof.hostlist import expand
+from stackproof.nodes.nodetype import load as load_nodetype
+from stackproof.paths import REPO
+from stackproof.nodes.profiles import plan
+from stackproof.nodes.slurmconf import DROPIN_NAME, Site, render
 
 IMAGES_DIR = REPO / "images"
 DEFAULT_SPEC = IMAGES_DIR / "warewulf" / "cluster.yaml"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .artifacts import image_rel
-from .nodesconf import HEAD_ADDR, NETWORK, VNode
+from stackproof.provision.vcluster.artifacts import image_rel
+from stackproof.provision.vcluster.nodesconf import HEAD_ADDR, NETWORK, VNode
 
 HTTP_PORT = 8000
 BRIDGE = "br0"

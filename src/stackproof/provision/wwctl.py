@@ -17,9 +17,10 @@ from pathlib import Path
 
 import yaml
 
-from .errors import StackproofError
-from .paths import REPO
-from .vcluster import cpio
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.provision import cpio
+from stackproof.provision.images import munge_id
 
 OVERLAYS = REPO / "images" / "warewulf" / "overlays"
 SITE_OVERLAYS = ("slurm", "corespec", "munge")
@@ -78,7 +79,6 @@ class Tree:
             shutil.copytree(OVERLAYS / name / "rootfs", dest)
         # what install-overlays.sh sets and git cannot carry
         if "munge" in overlays:
-            from .vcluster.overlays import munge_id      # (vcluster.overlays imports this module)
             uid = munge_id()
             self.run("overlay", "chmod", "munge", "etc/munge", "0700")
             self.run("overlay", "chown", "munge", "etc/munge", f"{uid}:{uid}")

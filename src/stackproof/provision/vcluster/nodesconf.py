@@ -13,11 +13,11 @@ from pathlib import Path
 
 import yaml
 
-from .. import warewulf
-from ..errors import StackproofError
-from ..nodetype import load as load_nodetype
-from ..paths import REPO
-from ..profiles import plan, profile_names
+from stackproof.provision import warewulf
+from stackproof.errors import StackproofError
+from stackproof.nodes.nodetype import load as load_nodetype
+from stackproof.paths import REPO
+from stackproof.nodes.profiles import plan, profile_names
 
 DEFAULT_SPEC = REPO / "images" / "vcluster" / "cluster.yaml"
 NETWORK = ipaddress.IPv4Network("10.77.0.0/24")

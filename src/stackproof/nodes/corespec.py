@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from importlib import resources
 
-from . import validate
+from stackproof import validate
 
 SCRIPT = "usr/local/sbin/stackproof-corespec"
 PROCESSES = "etc/stackproof/corespec.processes"
 
 
 def script_text() -> str:
-    return (resources.files("stackproof") / "data" / "stackproof-corespec").read_text()
+    return (resources.files("stackproof.nodes") / "data" / "stackproof-corespec").read_text()
 
 
 def process_names(daemons: dict[str, dict]) -> list[str]:

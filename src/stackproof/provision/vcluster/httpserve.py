@@ -7,7 +7,7 @@ A node's overlays (the system overlay holds the munge key) and its iPXE script g
 address only: the static DHCP lease ties each MAC to its address, and the bridge lives in the head's
 private namespace where only our own VMs are attached (docs/security.md).
 
-    python -m stackproof.vcluster.httpserve --bind ADDR --port N --root DIR --allow FILE
+    python -m stackproof.provision.vcluster.httpserve --bind ADDR --port N --root DIR --allow FILE
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .artifacts import image_rel
-from .netboot import mac_name
+from stackproof.provision.vcluster.artifacts import image_rel
+from stackproof.provision.vcluster.netboot import mac_name
 
 
 def allow_list(nodes, extra_common=()) -> dict[str, list[str]]:
@@ -86,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="stackproof.vcluster.httpserve")
+    p = argparse.ArgumentParser(prog="stackproof.provision.vcluster.httpserve")
     p.add_argument("--bind", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--root", required=True)

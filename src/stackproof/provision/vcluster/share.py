@@ -21,9 +21,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StackproofError
-from ..stacks.model import stacks_root
-from .cpio import File, overlay_entries, to_bytes
+from stackproof.errors import StackproofError
+from stackproof.stacks.model import stacks_root
+from stackproof.provision.cpio import File, overlay_entries, to_bytes
 
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")      # qemu-system-common (a dependency of qemu-system-x86)
 UNIT = "vcluster-share.service"

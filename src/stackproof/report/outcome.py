@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\]\s*\(\d+/\d+\)\s+(.+?)\s+/\w+\s+@(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
+SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(.+?)\s+/\w+\s+@(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
 
 
 def skip_reasons(output: str) -> dict[tuple[str, str, str], str]:

@@ -26,12 +26,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import corespec, validate
-from .cpulist import format_list, format_mask
-from .errors import StackproofError
-from .hostlist import compress, expand
-from .nodetype import VISIBLE_DEVICES_VAR, NodeType, load
-from .profiles import ProfilePlan, plan, profile_names
+from stackproof import validate
+
+from stackproof.nodes import corespec
+from stackproof.cpulist import format_list, format_mask
+from stackproof.errors import StackproofError
+from stackproof.hostlist import compress, expand
+from stackproof.nodes.nodetype import VISIBLE_DEVICES_VAR, NodeType, load
+from stackproof.nodes.profiles import ProfilePlan, plan, profile_names
 
 DROPIN_NAME = "50-stackproof-corespec.conf"
 # Memory kept for the OS (slurmd, kernel, page cache floor) out of RealMemory.

@@ -1,15 +1,18 @@
 """`stackproof images ...`: node images and Warewulf. The work lives in two modules with one job each:
-stackproof.warewulf (nodes.conf from node types, expected overlay renders) and stackproof.imagescan
+stackproof.provision.warewulf (nodes.conf from node types, expected overlay renders) and stackproof.provision.imagescan
 (the secret scanner); this module is their command line and re-exports their names.
 """
 from __future__ import annotations
 
+import re
+
 import sys
 from pathlib import Path
 
-from .imagescan import Finding, scan
-from .paths import REPO
-from .warewulf import (DEFAULT_PROFILE, DEFAULT_SPEC, IMAGE_MPIBIND_PLUGIN, IMAGES_DIR,
+from stackproof.provision.imagescan import Finding, scan
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.provision.warewulf import (DEFAULT_PROFILE, DEFAULT_SPEC, IMAGE_MPIBIND_PLUGIN, IMAGES_DIR,
                        OVERLAY_FILES, ClusterSpec, ProfileSpec, expected_renders, kernel_args,
                        load_spec, node_line_fields, nodes_conf, nodes_conf_text, profile_tags,
                        stackproof_render, write_expected)
@@ -68,3 +71,12 @@ def register(sub) -> None:
     q = isub.add_parser("scan", help="fail if an image contains munge keys, SSH host keys or private keys")
     q.add_argument("image", nargs="+", help="rootfs dir, rootfs tar(.gz), OCI archive or OCI layout dir")
     q.set_defaults(func=_cmd_scan)
+
+
+def munge_id() -> int:
+    """The image's fixed munge uid/gid (images/common/install-stack.sh, one place)."""
+    text = (REPO / "images" / "common" / "install-stack.sh").read_text()
+    m = re.search(r"^MUNGE_ID=(\d+)$", text, re.M)
+    if not m:
+        raise StackproofError("cannot read MUNGE_ID from images/common/install-stack.sh")
+    return int(m.group(1))

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from . import validate
-from .cpulist import format_list
-from .errors import StackproofError
-from .yamlfile import read_yaml
-from .nodetype import NodeType
-from .paths import slurm_conf_dir
+from stackproof import validate
+from stackproof.cpulist import format_list
+from stackproof.errors import StackproofError
+from stackproof.yamlfile import read_yaml
+from stackproof.nodes.nodetype import NodeType
+from stackproof.paths import slurm_conf_dir
 
 
 def load_catalog(path: Path | None = None) -> dict:

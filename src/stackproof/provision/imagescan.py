@@ -11,7 +11,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StackproofError
+from stackproof.errors import StackproofError
 
 
 SECRET_PATHS = [

@@ -28,14 +28,14 @@ from pathlib import Path
 
 import yaml
 
-from . import validate
-from .cpulist import format_list, parse_hwloc_bitmap, parse_list
-from .errors import StackproofError
-from .gpu_discovery import fill_from_vendor_tools, pci_gpus_without_backend
-from . import node_memory
-from .node_memory import MEMTOTAL_INFO, NUMA_SUM, annotate_memtotal, node_memory_mb
-from .yamlfile import read_yaml
-from .paths import nodetypes_dir
+from stackproof import validate
+from stackproof.cpulist import format_list, parse_hwloc_bitmap, parse_list
+from stackproof.errors import StackproofError
+from stackproof.gpus.discovery import fill_from_vendor_tools, pci_gpus_without_backend
+from stackproof.nodes import memory as node_memory
+from stackproof.nodes.memory import MEMTOTAL_INFO, NUMA_SUM, annotate_memtotal, node_memory_mb
+from stackproof.yamlfile import read_yaml
+from stackproof.paths import nodetypes_dir
 
 SCHEMA = "stackproof-nodetype/1"
 MAX_MEMORY_MB = 1 << 40       # 1 EB: more is a typo

@@ -17,12 +17,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import warewulf
-from ..errors import StackproofError
-from ..paths import REPO
-from . import artifacts, boot, head, httpserve, netboot, nodesconf, overlays, share
-from .boot import NodeBoot
-from .nodesconf import HEAD_ADDR
+from stackproof.provision import warewulf
+from stackproof.errors import StackproofError
+from stackproof.paths import REPO
+from stackproof.provision.vcluster import artifacts, boot, head, httpserve, netboot, nodesconf, overlays, share
+from stackproof.provision.vcluster.boot import NodeBoot
+from stackproof.provision.vcluster.nodesconf import HEAD_ADDR
 
 DEFAULT_TIMEOUT = 300.0
 

@@ -12,11 +12,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackproofError
-from . import share
-from . import head
-from .head import alive, read_pid, sh
-from .nodesconf import VNode
+from stackproof.errors import StackproofError
+from stackproof.provision.vcluster import share
+from stackproof.provision.vcluster import head
+from stackproof.provision.vcluster.head import alive, read_pid, sh
+from stackproof.provision.vcluster.nodesconf import VNode
 
 MEMORY_MB = 1536
 SMP = "2,sockets=1,cores=2,threads=1"
