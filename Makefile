@@ -10,9 +10,6 @@ VENV      := $(REPO)/.venv
 PY        := $(VENV)/bin/python
 STACKPROOF := $(VENV)/bin/stackproof
 BUILD     := $(REPO)/build
-# The project's shared data (topologies, golden mappings, fixtures): ../shared, or $STACKPROOF_SHARED.
-SHARED    := $(abspath $(or $(STACKPROOF_SHARED),../shared))
-export STACKPROOF_SHARED := $(SHARED)
 
 BUILD_TARGETS :=
 TEST_TARGETS  :=

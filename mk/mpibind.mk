@@ -14,7 +14,7 @@ $(MPIBIND_BUILD)/CMakeCache.txt: $(MPIBIND_SRC)/CMakeLists.txt | deps
 	@echo "== mpibind: configure"
 	@mkdir -p $(MPIBIND_BUILD)
 	@cmake -S $(MPIBIND_SRC) -B $(MPIBIND_BUILD) -DPython3_EXECUTABLE=$(PY) \
-	  -DSTACKPROOF_SHARED=$(SHARED) >$(MPIBIND_BUILD)/configure.log 2>&1 \
+	  >$(MPIBIND_BUILD)/configure.log 2>&1 \
 	  || { cat $(MPIBIND_BUILD)/configure.log; exit 1; }
 
 # The Python binding is installed into the venv from the build tree, where CMake
@@ -35,7 +35,8 @@ mpibind-build: $(MPIBIND_BUILD)/CMakeCache.txt
 
 mpibind-test: mpibind-build
 	@echo "== mpibind: ctest (unit, golden replay, robustness, cli, plugin)"
-	@cd $(MPIBIND_BUILD) && STACKPROOF_SHARED=$(SHARED) ctest --output-on-failure -j $(MPIBIND_JOBS)
+	@cmake -B $(MPIBIND_BUILD) -DSTACKPROOF_SHARED=$(SHARED) >>$(MPIBIND_BUILD)/configure.log 2>&1  # test data: tests only
+	@cd $(MPIBIND_BUILD) && ctest --output-on-failure -j $(MPIBIND_JOBS)
 
 # Mapping time on every shared topology and on a synthetic 384-PU, 8-NUMA, 8-GPU node.
 bench-mpibind: mpibind-build

@@ -11,10 +11,17 @@ import importlib.util
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
-from stackproof.paths import REPO, shared_dir
+from stackproof.paths import REPO, source_tree
+
+
+def shared_dir() -> Path:
+    """The project's shared test data (topologies, golden mappings, fixtures): $STACKPROOF_SHARED,
+    else ../shared beside the checkout. Tests only: the product never reads it."""
+    return Path(os.environ.get("STACKPROOF_SHARED", (source_tree() or REPO).parent / "shared")).resolve()
 
 STRICT_SKIPS = os.environ.get("STACKPROOF_STRICT_SKIPS") == "1"
 

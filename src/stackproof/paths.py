@@ -1,4 +1,4 @@
-"""Where things live: the data root, ../shared and the source checkout (each overridable by env).
+"""Where things live: the data root and the source checkout (each overridable by env).
 
 The data root (`REPO`, also `data_root()`) is the one place the package reads its data from:
 slurm-conf/ (profiles, node types), reframe-tests/, images/, spack-envs/ and fwq/, in the
@@ -60,12 +60,6 @@ def work_dir() -> Path:
         return Path(env).resolve()
     state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
     return source_tree() or Path(state).resolve() / "stackproof"
-
-
-def shared_dir() -> Path:
-    """The project's shared data (topologies, golden mappings, fixtures); STACKPROOF_SHARED overrides,
-    else ../shared beside the source checkout (or beside the data root of an installed package)."""
-    return Path(os.environ.get("STACKPROOF_SHARED", (source_tree() or REPO).parent / "shared")).resolve()
 
 
 def slurm_conf_dir() -> Path:
