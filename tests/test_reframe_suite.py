@@ -86,7 +86,7 @@ def build_real(bench):
     """The identity probe, hello and fwq-mpi, really built against Debian's Open MPI."""
     bin_ = bench / "bin"
     bin_.mkdir(parents=True, exist_ok=True)
-    data, fwq = REPO / "src/stackproof/data", REPO / "fwq"
+    data, fwq = REPO / "src/stackproof/stacks/data", REPO / "fwq"
     for cmd in (["mpicc.openmpi", "-O2", "-o", bin_ / "mpi_identity", data / "mpi_identity.c", "-ldl"],
                 ["mpicc.openmpi", "-O2", "-o", bin_ / "mpi_hello", data / "mpi_hello.c"],
                 ["mpicc.openmpi", "-O1", f"-I{fwq}", "-o", bin_ / "fwq-mpi", fwq / "fwq_mpi.c", fwq / "fwq_common.c",

@@ -401,7 +401,8 @@ def test_reframe_vcluster_system_uses_the_share_the_head_profile_and_the_nodes_s
     sysconf = conf["systems"][0]
     assert sysconf["name"] == "vcluster" and sysconf["prefix"] == str(tmp_path / "share" / "reframe")
     part = sysconf["partitions"][0]
-    assert (part["scheduler"], part["launcher"], part["environs"]) == ("squeue", "srun", ["commodity"])
+    assert (part["scheduler"], part["launcher"]) == ("squeue", "srun")
+    assert part["environs"] == ["builtin", "default", "commodity"], "ReFrame's conventions, then the stack"
     assert "corespec" in part["features"] and "profiles" not in part["features"]
     assert part["extras"]["stackproof_root"] == str(tmp_path / "run")
     assert part["extras"]["nodetype"].endswith("images/vcluster/nodetype.yaml")
