@@ -511,17 +511,41 @@ void mpibind_mapping_print(mpibind_t *h)
 
 /* ---- environment variables ---- */
 
-/* The GPU variable understood by the node's GPU runtime, NULL when none. */
-static const char *gpu_env_name(const mpibind_t *h)
+/* Each GPU runtime reads its own variable and only its vendor's devices belong in
+ * it: on a node mixing vendors every variable lists that vendor's ids alone. */
+static const struct { unsigned vendor; const char *name; } gpu_env_vars[] = {
+  {0x10de, "CUDA_VISIBLE_DEVICES"},
+  {0x1002, "ROCR_VISIBLE_DEVICES"},
+  {0x8086, "ZE_AFFINITY_MASK"},
+};
+#define N_GPU_ENV_VARS ((int)(sizeof(gpu_env_vars) / sizeof(gpu_env_vars[0])))
+
+static int node_has_vendor(const mpibind_t *h, unsigned vendor)
 {
-  if (h->ngpus == 0)
-    return NULL;
-  switch (h->gpus_dev[0].vendor_id) {
-  case 0x10de: return "CUDA_VISIBLE_DEVICES";
-  case 0x1002: return "ROCR_VISIBLE_DEVICES";
-  case 0x8086: return "ZE_AFFINITY_MASK";
-  default: return NULL;
-  }
+  int i;
+  for (i = 0; i < h->ngpus; i++)
+    if (h->gpus_dev[i].vendor_id == vendor)
+      return 1;
+  return 0;
+}
+
+/* The task's GPUs of one vendor as exported (SMI) ids, comma-joined, each id once. */
+static char *gpu_env_value(const mpibind_t *h, int task, unsigned vendor)
+{
+  int id;
+  size_t len = 0, size = 16 * (hwloc_bitmap_weight(h->gpus[task]) + 1);
+  char *value = malloc(size);
+  hwloc_bitmap_t seen = hwloc_bitmap_alloc();
+  value[0] = '\0';
+  hwloc_bitmap_foreach_begin(id, h->gpus[task]) {
+    const struct gpu *g = &h->gpus_dev[id];
+    if (g->vendor_id != vendor || g->smi < 0 || hwloc_bitmap_isset(seen, (unsigned)g->smi))
+      continue;
+    hwloc_bitmap_set(seen, (unsigned)g->smi);
+    append(value, size, &len, "%s%d", len ? "," : "", g->smi);
+  } hwloc_bitmap_foreach_end();
+  hwloc_bitmap_free(seen);
+  return value;
 }
 
 int mpibind_set_env_vars(mpibind_t *h)
@@ -531,8 +555,15 @@ int mpibind_set_env_vars(mpibind_t *h)
     set_error(h, "mpibind_set_env_vars() needs a successful mpibind() first");
     return 1;
   }
-  const char *names[4] = {"OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", gpu_env_name(h)};
-  int v, t, nvars = names[3] ? 4 : 3;
+  const char *names[3 + N_GPU_ENV_VARS] = {"OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"};
+  unsigned vendors[3 + N_GPU_ENV_VARS] = {0};
+  int v, t, nvars = 3;
+
+  for (v = 0; v < N_GPU_ENV_VARS; v++)
+    if (node_has_vendor(h, gpu_env_vars[v].vendor)) {
+      vendors[nvars] = gpu_env_vars[v].vendor;
+      names[nvars++] = gpu_env_vars[v].name;
+    }
 
   for (v = 0; v < h->nvars; v++) {
     free(h->vars[v].name);
@@ -562,13 +593,7 @@ int mpibind_set_env_vars(mpibind_t *h)
         value = strdup("spread");
       } else {
         /* Always the exported (SMI) ids, whatever mpibind_set_gpu_ids chose. */
-        int id, n = 0;
-        size_t len = 0, size = 16 * (hwloc_bitmap_weight(h->gpus[t]) + 1);
-        value = malloc(size);
-        value[0] = '\0';
-        hwloc_bitmap_foreach_begin(id, h->gpus[t]) {
-          append(value, size, &len, "%s%d", n++ ? "," : "", h->gpus_dev[id].smi);
-        } hwloc_bitmap_foreach_end();
+        value = gpu_env_value(h, t, vendors[v]);
       }
       h->vars[v].values[t] = value;
     }

@@ -172,18 +172,34 @@ static void find_uuid(hwloc_obj_t obj, char *out, size_t size)
   }
 }
 
-/* A PCI display/3D controller of a GPU vendor (class 0300, 0302 or 0380; NVIDIA,
- * AMD, or Intel with class 0380) whose driver backend hwloc did not load: no compute
- * OS device below it, at most DRM devices. Debian's and Ubuntu's hwloc are built
- * without NVML, so their topologies show an H100 exactly like this. */
-static int pci_gpu_without_backend(hwloc_obj_t pci)
+static int is_gpu_vendor(unsigned vendor)
 {
-  unsigned cls = pci->attr->pcidev.class_id, vendor = pci->attr->pcidev.vendor_id;
+  return vendor == 0x10de || vendor == 0x1002 || vendor == 0x8086;
+}
+
+/* Compute accelerators show as 3D (0302) or "other display" (0380) controllers:
+ * H100/A100 (NVIDIA), Instinct MI (AMD), Data Center GPU Max (Intel). */
+static int pci_is_compute_class(hwloc_obj_t pci)
+{
+  unsigned cls = pci->attr->pcidev.class_id;
+  return is_gpu_vendor(pci->attr->pcidev.vendor_id) && (cls == 0x0302 || cls == 0x0380);
+}
+
+/* A VGA controller (0300) of NVIDIA or AMD: a workstation GPU, or a server's onboard
+ * graphics. Intel's VGA devices are integrated graphics, never counted; VGA chips of
+ * other vendors (ASPEED 1a03, Matrox 102b: the BMC's console) never either. */
+static int pci_is_vga_gpu(hwloc_obj_t pci)
+{
+  unsigned vendor = pci->attr->pcidev.vendor_id;
+  return pci->attr->pcidev.class_id == 0x0300 && (vendor == 0x10de || vendor == 0x1002);
+}
+
+/* No compute OS device below the PCI device, at most DRM devices: its driver backend
+ * was not loaded. Debian's and Ubuntu's hwloc are built without NVML, so their
+ * topologies show an H100 exactly like this. */
+static int pci_without_backend(hwloc_obj_t pci)
+{
   hwloc_obj_t child;
-  if (cls != 0x0300 && cls != 0x0302 && cls != 0x0380)
-    return 0;
-  if (vendor != 0x10de && vendor != 0x1002 && !(vendor == 0x8086 && cls == 0x0380))
-    return 0;
   for (child = pci->io_first_child; child != NULL; child = child->next_sibling) {
     const char *n = child->name ? child->name : "";
     if (child->type != HWLOC_OBJ_OS_DEVICE)
@@ -195,6 +211,16 @@ static int pci_gpu_without_backend(hwloc_obj_t pci)
     return 0;     /* NVML, RSMI, CUDA, OpenCL, Level Zero...: hwloc knows this GPU */
   }
   return 1;
+}
+
+/* A GPU seen only as a PCI device. A VGA-class device counts only on a node with no
+ * compute-class device at all (a workstation): beside compute GPUs it is the
+ * server's onboard or BMC graphics, which no task may be given. */
+static int pci_gpu_without_backend(hwloc_obj_t pci, int node_has_compute_class)
+{
+  if (!pci_is_compute_class(pci) && !(pci_is_vga_gpu(pci) && !node_has_compute_class))
+    return 0;
+  return pci_without_backend(pci);
 }
 
 static int by_pci_bus(const void *a, const void *b)
@@ -210,14 +236,16 @@ static int by_pci_bus(const void *a, const void *b)
  * bus order per vendor, which is the order of NVML (nvidia-smi) and ROCm SMI. */
 static int pci_fallback_gpus(hwloc_topology_t topo, hwloc_bitmap_t allowed_set, struct gpu **out)
 {
-  int npci = 0, n = 0, i, j;
+  int npci = 0, n = 0, i, j, has_compute = 0;
   hwloc_obj_t obj = NULL, *list;
-  while ((obj = hwloc_get_next_pcidev(topo, obj)) != NULL)
+  while ((obj = hwloc_get_next_pcidev(topo, obj)) != NULL) {
     npci++;
+    has_compute |= pci_is_compute_class(obj);
+  }
   list = calloc(npci > 0 ? npci : 1, sizeof(*list));
   npci = 0;
   while ((obj = hwloc_get_next_pcidev(topo, obj)) != NULL)
-    if (pci_gpu_without_backend(obj))
+    if (pci_gpu_without_backend(obj, has_compute))
       list[npci++] = obj;
   qsort(list, npci, sizeof(*list), by_pci_bus);
   *out = calloc(npci > 0 ? npci : 1, sizeof(**out));
