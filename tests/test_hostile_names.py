@@ -64,7 +64,7 @@ def test_cli_render_refuses_the_hostile_profile_file(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "slurm", "render", "--nodetype", "pascal",
                            "--profile", "evil", "--profile-file", str(_profile_file(tmp_path)), "-o", str(out)],
                           capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr          # bad input
     assert len(proc.stderr.strip().splitlines()) == 1 and "not a process name" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists() and not (tmp_path / "pwned").exists()
 

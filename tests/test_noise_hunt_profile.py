@@ -77,7 +77,7 @@ def test_cli_bad_profile_file_fails_before_anything_is_stopped(tmp_path, capsys)
     from stackproof.cli import main
     p = tmp_path / "two.yaml"
     p.write_text("profiles:\n  a: {free: true}\n  b: {free: true}\n")
-    assert main(["cluster", "--run-dir", str(tmp_path / "run"), "up", "--profile-file", str(p)]) == 1
+    assert main(["cluster", "--run-dir", str(tmp_path / "run"), "up", "--profile-file", str(p)]) == 2   # bad input
     assert "choose one with --profile" in capsys.readouterr().err
     assert main(["cluster", "--run-dir", str(tmp_path / "run"), "up", "--profile-file", str(tmp_path / "none")]) == 1
     assert "profile file not found" in capsys.readouterr().err

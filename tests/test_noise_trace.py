@@ -54,7 +54,7 @@ def test_damaged_files_are_rejected(good, damage, message):
 def test_cli_reports_corrupted_file_and_fails(good, capsys):
     path, _ = good
     _damage(path, lambda b: b[:-7])
-    assert main(["noise", "stats", str(path)]) == 1
+    assert main(["noise", "stats", str(path)]) == 2          # bad input
     assert "truncated" in capsys.readouterr().err
 
 

@@ -95,7 +95,7 @@ def test_report_cli_and_bad_input(tmp_path, two_stacks):
     bad.write_text('{"not": "a report"}')
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(bad)],
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and "not a ReFrame run report" in proc.stderr
+    assert proc.returncode == 2 and "not a ReFrame run report" in proc.stderr
     with pytest.raises(StackproofError, match="not found"):
         load_run(str(tmp_path / "missing.json"))
 

@@ -99,7 +99,7 @@ def test_cli_rejects_bad_topology(tmp_path, content, expect):
     bad = tmp_path / "bad.xml"
     bad.write_text(content)
     proc = _cli("nodetype", "from-xml", str(bad))
-    assert proc.returncode == 1
+    assert proc.returncode == 2          # bad input
     assert expect in proc.stderr
 
 
@@ -107,7 +107,7 @@ def test_cli_missing_file_and_unknown_nodetype():
     proc = _cli("nodetype", "from-xml", "/nonexistent.xml")
     assert proc.returncode == 1 and "not found" in proc.stderr
     proc = _cli("nodetype", "show", "summit")
-    assert proc.returncode == 1 and "unknown node type 'summit'" in proc.stderr
+    assert proc.returncode == 2 and "unknown node type 'summit'" in proc.stderr
 
 
 def test_from_dict_rejects_non_uniform_sockets():

@@ -118,7 +118,7 @@ def test_plugstack_names_the_plugin_when_installed(tmp_path):
 
 def test_gpus_flag_on_a_cpu_only_node_type_is_an_error():
     proc = _cli("slurm", "render", "--nodetype", "local", "--profile", "baseline", "--gpus")
-    assert proc.returncode == 1 and "has no GPUs" in proc.stderr
+    assert proc.returncode == 2 and "has no GPUs" in proc.stderr
 
 
 def test_corespec_script_checks_affinity(tmp_path):

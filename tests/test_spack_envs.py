@@ -231,7 +231,7 @@ def test_cli_ok_and_bad_input(tmp_path, envs_copy):
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
     (envs_copy / "vendor" / "spack.yaml").write_text("spack: [unclosed\n")
     r = cli("lint", "--envs-dir", str(envs_copy), "--env", "vendor")
-    assert r.returncode == 1 and "vendor" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "vendor" in r.stderr and "Traceback" not in r.stderr   # bad input
 
 
 def test_cli_without_spack_root_skips_with_the_reason():

@@ -144,7 +144,7 @@ def test_check_vendor_not_installed_is_one_problem(site):
 def test_cli_stack_check_one_line_error(site):
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "check", "nosuch"],
                           capture_output=True, text=True, env=dict(os.environ))
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("stackproof stack: error: unknown stack 'nosuch'")
 
 

@@ -331,11 +331,11 @@ def run_cli(*args):
 
 
 def test_cli_unknown_stack_and_target_are_one_line_errors():
-    for args, want in ((("stack", "install", "nosuch"), "unknown stack 'nosuch'"),
-                       (("stack", "build", "commodity", "--only", "bogus"), "unknown build targets ['bogus']"),
-                       (("stack", "build", "vendor"), "stack vendor: its MPI is not installed")):
+    for args, code, want in ((("stack", "install", "nosuch"), 2, "unknown stack 'nosuch'"),
+                             (("stack", "build", "commodity", "--only", "bogus"), 1, "unknown build targets ['bogus']"),
+                             (("stack", "build", "vendor"), 1, "stack vendor: its MPI is not installed")):
         proc = run_cli(*args)
-        assert proc.returncode == 1, proc
+        assert proc.returncode == code, proc
         assert "Traceback" not in proc.stderr and want in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 

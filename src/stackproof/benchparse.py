@@ -17,10 +17,10 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 
 
-class BenchParseError(StackproofError):
+class BenchParseError(InputError):
     """The output does not look like what the benchmark prints."""
 
 
@@ -315,12 +315,12 @@ PARSERS = {"osu": parse_osu, "amg": parse_amg, "sw4": parse_sw4, "hpcc": parse_h
 
 def parse_file(kind: str, path: str | Path):
     if kind not in PARSERS:
-        raise StackproofError(f"unknown benchmark {kind!r} (known: {', '.join(PARSERS)})")
+        raise InputError(f"unknown benchmark {kind!r} (known: {', '.join(PARSERS)})")
     path = Path(path)
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
-        raise BenchParseError(f"{path}: cannot read benchmark output: {exc.strerror}") from None
+        raise StackproofError(f"{path}: cannot read benchmark output: {exc.strerror}") from None
     return PARSERS[kind](text, str(path))
 
 

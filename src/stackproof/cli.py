@@ -1,14 +1,15 @@
 """`stackproof` command line: `stackproof <noun> <verb>`, one noun per concern, each registered by its
-own module. One error handler for every command: a problem the user can fix (StackproofError, a file
-that cannot be read or written) is one line on stderr and exit 1; anything else is a bug in
-stackproof and prints its traceback with a request to report it (exit 70)."""
+own module. One error handler for every command: bad input (InputError: a file or value that is not
+what it may be) is one line on stderr and exit 2, like a usage error; any other problem the user can
+fix (StackproofError, a file that cannot be read or written) is one line and exit 1; anything else is
+a bug in stackproof and prints its traceback with a request to report it (exit 70)."""
 import argparse
 import importlib
 import sys
 import traceback
 
 from stackproof import __version__
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 
 # noun -> module providing register(subparsers); each module owns its arguments.
 COMMANDS = {
@@ -34,6 +35,7 @@ PROGRAMS = {
 # Commands renamed to `<noun> <verb>`: the old name is an error naming the new one.
 RENAMED = {"spack-check": "stackproof spack lint|check|lock|mirror|install (was: spack-check [--spack|"
                           "--update-lock|--mirror DIR|--install NAME])"}
+EX_USAGE = 2        # argparse's status for a bad command line; bad input files get the same
 EX_SOFTWARE = 70
 BUG = "this is a bug in stackproof: please report it with the traceback above"
 
@@ -108,6 +110,10 @@ def main(argv=None) -> int:
     where = _where(args)
     try:
         rc = args.func(args)
+    except InputError as exc:
+        one_line = " ".join(str(exc).split("\n"))  # a value quoted from the file never adds a line
+        print(f"{where}: error: {one_line}", file=sys.stderr)
+        return EX_USAGE
     except StackproofError as exc:
         print(f"{where}: error: {exc}", file=sys.stderr)
         return 1

@@ -1,20 +1,27 @@
 """CPU sets: hwloc bitmap strings and Linux/hwloc list strings ("0-3,8,10-11").
 
-Bad input raises ValueError (callers name the file); CPU ids above MAX_CPU are refused so a list
-such as "0-999999999" or a 10000-word bitmap cannot exhaust memory."""
+Bad input raises CpuListError, an InputError that is also a ValueError (callers catch ValueError to
+add the file and field); CPU ids above MAX_CPU are refused so a list such as "0-999999999" or a
+10000-word bitmap cannot exhaust memory."""
 from typing import Iterable
+
+from stackproof.errors import InputError
 
 MAX_CPU = 65535          # Linux NR_CPUS tops out at 8192 today; 64 Ki leaves room, 1e9 does not
 _MAX_DIGITS = 9
 
 
+class CpuListError(InputError, ValueError):
+    """A CPU list or bitmap that is not one (bad id, bad range, id above MAX_CPU)."""
+
+
 def _cpu_id(text: str, whole: str) -> int:
     text = text.strip()
     if not text.isascii() or not text.isdigit() or len(text) > _MAX_DIGITS:
-        raise ValueError(f"bad CPU id {text!r} in {whole[:40]!r}")
+        raise CpuListError(f"bad CPU id {text!r} in {whole[:40]!r}")
     value = int(text)
     if value > MAX_CPU:
-        raise ValueError(f"CPU id {value} above {MAX_CPU} in {whole[:40]!r}")
+        raise CpuListError(f"CPU id {value} above {MAX_CPU} in {whole[:40]!r}")
     return value
 
 
@@ -24,19 +31,19 @@ def parse_hwloc_bitmap(text: str) -> set[int]:
     descriptions need finite sets."""
     text = text.strip()
     if not text:
-        raise ValueError("empty bitmap")
+        raise CpuListError("empty bitmap")
     if text.startswith("0xf...f"):
-        raise ValueError(f"infinite bitmap {text!r}")
+        raise CpuListError(f"infinite bitmap {text!r}")
     words = text.split(",")
     if len(words) > (MAX_CPU + 1) // 32:
-        raise ValueError(f"bitmap of {len(words)} words: CPU ids above {MAX_CPU}")
+        raise CpuListError(f"bitmap of {len(words)} words: CPU ids above {MAX_CPU}")
     bits: set[int] = set()
     for pos, word in enumerate(reversed(words)):
         word = word.strip()
         if word in ("", "0x0"):
             continue
         if not word.startswith("0x") or len(word) > 10:
-            raise ValueError(f"bad bitmap word {word[:20]!r} in {text[:40]!r}")
+            raise CpuListError(f"bad bitmap word {word[:20]!r} in {text[:40]!r}")
         value = int(word, 16)
         base = 32 * pos
         bit = 0
@@ -54,7 +61,7 @@ def parse_list(text: str) -> set[int]:
     if isinstance(text, int) and not isinstance(text, bool):
         text = str(text)                  # a YAML list "0" written without quotes
     if not isinstance(text, str):
-        raise ValueError(f"CPU list {text!r} is not a string")
+        raise CpuListError(f"CPU list {text!r} is not a string")
     text = text.strip()
     if not text:
         return out
@@ -64,7 +71,7 @@ def parse_list(text: str) -> set[int]:
             lo, hi = part.split("-", 1)
             lo_i, hi_i = _cpu_id(lo, text), _cpu_id(hi, text)
             if hi_i < lo_i:
-                raise ValueError(f"bad range {part!r}")
+                raise CpuListError(f"bad range {part!r}")
             out.update(range(lo_i, hi_i + 1))
         else:
             out.add(_cpu_id(part, text))

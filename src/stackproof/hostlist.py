@@ -1,7 +1,7 @@
 """Slurm hostlists: expand "n[1-3,5]" and compress back (one bracket level, as Slurm writes them)."""
 import re
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError
 
 MAX_HOSTS = 65536     # a hostlist naming more hosts than this is a typo, not a cluster
 MAX_DIGITS = 18       # host numbers: int() of a 100000-digit string is slow, Python refuses > 4300
@@ -19,18 +19,18 @@ def _split_top(text: str) -> list[str]:
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise StackproofError(f"bad hostlist {text!r}: nested '['")
+                raise InputError(f"bad hostlist {text!r}: nested '['")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise StackproofError(f"bad hostlist {text!r}: ']' without '['")
+                raise InputError(f"bad hostlist {text!r}: ']' without '['")
         if ch == "," and depth == 0:
             parts.append("".join(cur))
             cur = []
         else:
             cur.append(ch)
     if depth:
-        raise StackproofError(f"bad hostlist {text!r}: '[' without ']'")
+        raise InputError(f"bad hostlist {text!r}: '[' without ']'")
     parts.append("".join(cur))
     return parts
 
@@ -39,14 +39,14 @@ def expand(hostlist: str) -> list[str]:
     """Expand a Slurm hostlist ("n[1-3,5]", "a,b", "rack[01-02]-ib"); at most MAX_HOSTS names."""
     text = hostlist.strip()
     if not text:
-        raise StackproofError("empty hostlist")
+        raise InputError("empty hostlist")
     if len(text) > MAX_LENGTH:
-        raise StackproofError(f"hostlist of {len(text)} characters (more than {MAX_LENGTH})")
+        raise InputError(f"hostlist of {len(text)} characters (more than {MAX_LENGTH})")
     names: list[str] = []
     for part in _split_top(text):
         m = _EXPR.fullmatch(part)
         if not m or not part:
-            raise StackproofError(f"bad hostlist {hostlist!r}: {part!r} is not a host name or NAME[RANGES]")
+            raise InputError(f"bad hostlist {hostlist!r}: {part!r} is not a host name or NAME[RANGES]")
         prefix, ranges, suffix = m.group(1), m.group(2), m.group(3) or ""
         if ranges is None:
             names.append(prefix)
@@ -55,20 +55,20 @@ def expand(hostlist: str) -> list[str]:
         for r in ranges.split(","):
             rm = _RANGE.fullmatch(r)
             if not rm:
-                raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}")
+                raise InputError(f"bad range {r!r} in hostlist {hostlist!r}")
             if max(len(rm.group(1)), len(rm.group(2) or "")) > MAX_DIGITS:
-                raise StackproofError(f"bad range {r[:40]!r} in hostlist {hostlist[:60]!r}: numbers of more "
+                raise InputError(f"bad range {r[:40]!r} in hostlist {hostlist[:60]!r}: numbers of more "
                                       f"than {MAX_DIGITS} digits")
             lo, hi = int(rm.group(1)), int(rm.group(2) or rm.group(1))
             if hi < lo:
-                raise StackproofError(f"bad range {r!r} in hostlist {hostlist!r}: end before start")
+                raise InputError(f"bad range {r!r} in hostlist {hostlist!r}: end before start")
             items.append((lo, hi, len(rm.group(1))))
         if len(names) + sum(hi - lo + 1 for lo, hi, _ in items) > MAX_HOSTS:
-            raise StackproofError(f"hostlist {hostlist!r} names more than {MAX_HOSTS} hosts")
+            raise InputError(f"hostlist {hostlist!r} names more than {MAX_HOSTS} hosts")
         for lo, hi, width in items:
             names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(lo, hi + 1)]
     if len(set(names)) != len(names):
-        raise StackproofError(f"hostlist {hostlist!r} has duplicates")
+        raise InputError(f"hostlist {hostlist!r} has duplicates")
     return names
 
 

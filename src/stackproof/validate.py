@@ -1,5 +1,5 @@
 """One validation layer for values read from files and command lines that end up in a shell script, a
-config file or a path. Each check returns the value (normalised) or raises StackproofError with one
+config file or a path. Each check returns the value (normalised) or raises InputError with one
 line naming where the value came from (`what`: "slurm-conf/profiles.yaml: daemon group 'x'").
 
 Rules (docs/security.md):
@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError
 
 # Allowed: what daemon and kernel-thread names use (kworker/0:1H, systemd-journald, nv-hostengine);
 # nothing a shell, a regex or a config parser treats specially (no space, quote, $, `, ;, |, &, <, >,
@@ -32,7 +32,7 @@ MAX_DIGITS = 9          # numbers in CPU lists and hostlists: 1e9 is already abs
 
 
 def _fail(what: str, value, expected: str):
-    raise StackproofError(f"{what}: {_show(value)} {expected}")
+    raise InputError(f"{what}: {_show(value)} {expected}")
 
 
 def _show(value) -> str:

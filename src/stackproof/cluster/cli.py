@@ -7,7 +7,7 @@ import os
 import shlex
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.nodes.profiles import profile_names, read_profile_file
 from stackproof.cluster.core import Cluster
 from stackproof.cluster.state import DEFAULT_RUN_DIRS, Settings
@@ -81,8 +81,8 @@ def _profile_and_file(args, base: Settings) -> tuple[str, str]:
     path = os.path.abspath(pfile)
     names = list(read_profile_file(path)["profiles"])
     if args.profile is None and len(names) != 1:
-        raise StackproofError(f"--profile-file {pfile}: it has {len(names)} profiles ({', '.join(names)}): "
-                              "choose one with --profile")
+        raise InputError(f"--profile-file {pfile}: it has {len(names)} profiles ({', '.join(names)}): "
+                         "choose one with --profile")
     return args.profile or names[0], path
 
 

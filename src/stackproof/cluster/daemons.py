@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.cluster.procs import alive, read_pid, sh
 from stackproof.cluster.state import NOISE_DAEMON
 
@@ -63,7 +63,7 @@ def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> i
     from stackproof.noise.run import binary
     m = NOISE_DAEMON.fullmatch(signature)
     if not m:
-        raise StackproofError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+        raise InputError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
     log_path = root / "log/noise-daemon.json"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen([str(binary("fwq-noise")), "--freq", m.group(1), "--duration", m.group(2),

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 
 # root: /run (tmpfs, root-only) or /var/lib when /run is missing; never world-writable /tmp.
 DEFAULT_RUN_DIRS = ("/run/stackproof/cluster", "/var/lib/stackproof/cluster")
@@ -57,30 +57,30 @@ class Settings:
         def is_int(v):
             return isinstance(v, int) and not isinstance(v, bool)
         if not is_int(self.nodes) or not 1 <= self.nodes <= MAX_NODES:
-            raise StackproofError(f"--nodes must be between 1 and {MAX_NODES} (got {self.nodes})")
+            raise InputError(f"--nodes must be between 1 and {MAX_NODES} (got {self.nodes})")
         if not is_int(self.fake_gpus) or not 0 <= self.fake_gpus <= MAX_FAKE_GPUS:
-            raise StackproofError(f"--fake-gpus must be between 0 and {MAX_FAKE_GPUS} (got {self.fake_gpus})")
+            raise InputError(f"--fake-gpus must be between 0 and {MAX_FAKE_GPUS} (got {self.fake_gpus})")
         if self.k is not None and (not is_int(self.k) or self.k < 0):
-            raise StackproofError(f"--k must be >= 0 (got {self.k})")
+            raise InputError(f"--k must be >= 0 (got {self.k})")
         if self.profile not in profiles:
-            raise StackproofError(f"unknown profile {self.profile!r} (known: {', '.join(profiles)})")
+            raise InputError(f"unknown profile {self.profile!r} (known: {', '.join(profiles)})")
         ports = tuple(self.ports)
         if len(ports) != 2 or not all(is_int(p) and 1 <= p <= 65535 for p in ports):
-            raise StackproofError(f"--ports must be two ports between 1 and 65535 (got {ports})")
+            raise InputError(f"--ports must be two ports between 1 and 65535 (got {ports})")
         if ports[0] == ports[1]:
-            raise StackproofError(f"--ports: slurmctld and slurmd need different ports (got {ports[0]} twice)")
+            raise InputError(f"--ports: slurmctld and slurmd need different ports (got {ports[0]} twice)")
         if self.noise_daemon:
             m = NOISE_DAEMON.fullmatch(self.noise_daemon)
             if not m:
-                raise StackproofError(f"--noise-daemon {self.noise_daemon!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
+                raise InputError(f"--noise-daemon {self.noise_daemon!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
             freq, dur = float(m.group(1)), m.group(2)
             unit = next(u for u in ("ns", "us", "ms", "s") if dur.endswith(u))
             seconds = float(dur[:-len(unit)]) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
             if freq <= 0 or seconds <= 0 or seconds * freq >= 1:
-                raise StackproofError(f"--noise-daemon {self.noise_daemon}: the duration must be shorter than "
+                raise InputError(f"--noise-daemon {self.noise_daemon}: the duration must be shorter than "
                                       f"the period (1/{m.group(1)} s) and both positive")
         if not MPIBIND_ARGS.fullmatch(self.mpibind_args or ""):
-            raise StackproofError(f"--mpibind-args {self.mpibind_args!r}: only letters, digits and _=,.:/- allowed")
+            raise InputError(f"--mpibind-args {self.mpibind_args!r}: only letters, digits and _=,.:/- allowed")
         if self.mpibind_plugin is not None and not Path(self.mpibind_plugin).is_file():
             raise StackproofError(f"mpibind plugin {self.mpibind_plugin}: no such file")
 

@@ -30,7 +30,7 @@ import yaml
 
 from stackproof import validate
 from stackproof.cpulist import format_list, parse_hwloc_bitmap, parse_list
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.gpus.discovery import fill_from_vendor_tools, pci_gpus_without_backend
 from stackproof.nodes import memory as node_memory
 from stackproof.nodes.memory import MEMTOTAL_INFO, NUMA_SUM, annotate_memtotal, node_memory_mb
@@ -176,18 +176,29 @@ class NodeType:
     @classmethod
     def from_dict(cls, d: dict, origin: str = "<dict>") -> "NodeType":
         try:
+            if not isinstance(d, dict):
+                raise InputError(f"{origin}: not a node type (a {type(d).__name__}, not a mapping)")
             if d.get("schema") != SCHEMA:
-                raise StackproofError(f"{origin}: not a node type (schema {d.get('schema')!r}, expected {SCHEMA})")
+                raise InputError(f"{origin}: not a node type (schema {d.get('schema')!r}, expected {SCHEMA})")
+            def cpus(text, field: str) -> set[int]:
+                try:
+                    return parse_list(text)
+                except ValueError as exc:           # name the field: "cores[1][3]: bad CPU id ..."
+                    raise InputError(f"{origin}: {field}: {exc}") from None
             nt = cls(
                 name=d["name"], arch=d["arch"], cpu_model=d["cpu_model"],
-                sockets=[[parse_list(c) for c in sock] for sock in d["cores"]],
-                numa=[Numa(n["os_index"], parse_list(n["cpus"]), n["memory_mb"]) for n in d["numa"]],
+                sockets=[[cpus(c, f"cores[{s}][{i}]") for i, c in enumerate(sock)]
+                         for s, sock in enumerate(d["cores"])],
+                numa=[Numa(n["os_index"], cpus(n["cpus"], f"numa[{i}].cpus"), n["memory_mb"])
+                      for i, n in enumerate(d["numa"])],
                 gpus=[Gpu(g["index"], g["vendor"], g["model"], g.get("pci_bus_id"), list(g["numa"]), g.get("uuid"))
                       for g in d.get("gpus") or []],
-                memory_mb=d["memory_mb"], unavailable_cpus=parse_list(d.get("unavailable_cpus") or ""),
+                memory_mb=d["memory_mb"], unavailable_cpus=cpus(d.get("unavailable_cpus") or "", "unavailable_cpus"),
                 corespec=d.get("corespec") or {}, source=d.get("source") or {})
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StackproofError(f"{origin}: malformed node type: {exc!r}") from None
+        except KeyError as exc:
+            raise InputError(f"{origin}: malformed node type: field {exc.args[0]!r} is missing") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{origin}: malformed node type: {exc}") from None
         nt.validate(origin)
         return nt
 
@@ -201,7 +212,7 @@ class NodeType:
         validate.name(self.name, f"{origin}: name")
         for what, text in (("arch", self.arch), ("cpu_model", self.cpu_model)):
             if not isinstance(text, str) or not text.isprintable() or len(text) > 200:
-                raise StackproofError(f"{origin}: {what} {text!r}: must be one printable line (<= 200 characters)")
+                raise InputError(f"{origin}: {what} {text!r}: must be one printable line (<= 200 characters)")
         validate.integer(self.memory_mb, f"{origin}: memory_mb", 1, MAX_MEMORY_MB)
         for n in self.numa:
             validate.integer(n.os_index, f"{origin}: numa os_index", 0, 4095)
@@ -209,30 +220,30 @@ class NodeType:
         for g in self.gpus:
             validate.integer(g.index, f"{origin}: gpu index", 0, 1023)
             if g.vendor not in VISIBLE_DEVICES_VAR:
-                raise StackproofError(f"{origin}: gpu {g.index}: vendor {g.vendor!r}: one of "
+                raise InputError(f"{origin}: gpu {g.index}: vendor {g.vendor!r}: one of "
                                       f"{', '.join(VISIBLE_DEVICES_VAR)}")
             if not isinstance(g.model, str) or not g.model.isprintable() or len(g.model) > 200:
-                raise StackproofError(f"{origin}: gpu {g.index}: model {g.model!r}: must be one printable line")
+                raise InputError(f"{origin}: gpu {g.index}: model {g.model!r}: must be one printable line")
             if g.pci_bus_id is not None and not _PCI_ID.fullmatch(str(g.pci_bus_id)):
-                raise StackproofError(f"{origin}: gpu {g.index}: pci_bus_id {g.pci_bus_id!r}: not a PCI address")
+                raise InputError(f"{origin}: gpu {g.index}: pci_bus_id {g.pci_bus_id!r}: not a PCI address")
             if g.uuid is not None and not _UUID.fullmatch(str(g.uuid)):
-                raise StackproofError(f"{origin}: gpu {g.index}: uuid {g.uuid!r}: letters, digits and '-' only")
+                raise InputError(f"{origin}: gpu {g.index}: uuid {g.uuid!r}: letters, digits and '-' only")
             for n in g.numa:
                 validate.integer(n, f"{origin}: gpu {g.index} numa", 0, 4095)
         if len({g.index for g in self.gpus}) != len(self.gpus):
-            raise StackproofError(f"{origin}: gpu indexes repeat: {[g.index for g in self.gpus]}")
+            raise InputError(f"{origin}: gpu indexes repeat: {[g.index for g in self.gpus]}")
         if not self.sockets or not self.sockets[0]:
-            raise StackproofError(f"{origin}: node type has no cores")
+            raise InputError(f"{origin}: node type has no cores")
         if len({len(s) for s in self.sockets}) != 1:
-            raise StackproofError(f"{origin}: sockets have different core counts "
+            raise InputError(f"{origin}: sockets have different core counts "
                                   f"{[len(s) for s in self.sockets]}; Slurm needs uniform CoresPerSocket")
         if len({len(c) for s in self.sockets for c in s}) != 1:
-            raise StackproofError(f"{origin}: cores have different PU counts; Slurm needs uniform ThreadsPerCore")
+            raise InputError(f"{origin}: cores have different PU counts; Slurm needs uniform ThreadsPerCore")
         k = self.corespec.get("cores_per_socket", 0)
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.cores_per_socket - 1:
-            raise StackproofError(f"{origin}: corespec.cores_per_socket must be {self.k_range()} (got {k!r})")
+            raise InputError(f"{origin}: corespec.cores_per_socket must be {self.k_range()} (got {k!r})")
         if self.corespec.get("position", "first") not in ("first", "last"):
-            raise StackproofError(f"{origin}: corespec.position must be 'first' or 'last'")
+            raise InputError(f"{origin}: corespec.position must be 'first' or 'last'")
 
 
 def default_corespec(cores_per_socket: int) -> dict:
@@ -262,16 +273,16 @@ def parse_topology(xml_text: str, name: str, origin: str, *, smi_output: str | N
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
-        raise StackproofError(f"{origin}: malformed topology XML: {exc}") from None
+        raise InputError(f"{origin}: malformed topology XML: {exc}") from None
     if root.tag != "topology":
-        raise StackproofError(f"{origin}: not an hwloc topology (root element <{root.tag}>)")
+        raise InputError(f"{origin}: not an hwloc topology (root element <{root.tag}>)")
     machine = root.find("object")
     if machine is None or machine.get("type") != "Machine":
-        raise StackproofError(f"{origin}: hwloc XML has no Machine object")
+        raise InputError(f"{origin}: hwloc XML has no Machine object")
     try:
         return _parse_machine(machine, name, origin, smi_output, ignore_pci_gpus)
     except ValueError as exc:
-        raise StackproofError(f"{origin}: malformed topology XML: {exc}") from None
+        raise InputError(f"{origin}: malformed topology XML: {exc}") from None
 
 
 def _parse_machine(machine: ET.Element, name: str, origin: str, smi_output: str | None = None,
@@ -284,7 +295,7 @@ def _parse_machine(machine: ET.Element, name: str, origin: str, smi_output: str 
     if not cores:  # e.g. a topology without Core objects: one core per PU
         cores = [{int(o.get("os_index"))} for o in objects if o.get("type") == "PU"]
     if not cores:
-        raise StackproofError(f"{origin}: topology has no cores or PUs")
+        raise InputError(f"{origin}: topology has no cores or PUs")
     threads = max(len(c) for c in cores)
 
     packages = [o for o in objects if o.get("type") == "Package"]
@@ -295,7 +306,7 @@ def _parse_machine(machine: ET.Element, name: str, origin: str, smi_output: str 
         pkg_cores = [c for c in cores if c <= pkg_cpus]
         hidden = sorted(pkg_cpus - set().union(*pkg_cores)) if pkg_cores else sorted(pkg_cpus)
         if len(hidden) % threads:
-            raise StackproofError(f"{origin}: {len(hidden)} PUs of a package are not in any core and "
+            raise InputError(f"{origin}: {len(hidden)} PUs of a package are not in any core and "
                                   f"cannot be grouped into cores of {threads} PUs")
         rebuilt = [set(hidden[i:i + threads]) for i in range(0, len(hidden), threads)]
         unavailable.update(hidden)
@@ -436,10 +447,10 @@ def load(name_or_path: str) -> NodeType:
             return from_host("local")
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in nodetypes_dir().glob("*.yaml")) + ["local"])
-        raise StackproofError(f"unknown node type {name_or_path!r} (known: {known})")
+        raise InputError(f"unknown node type {name_or_path!r} (known: {known})")
     data = read_yaml(path, "node type")
     if not isinstance(data, dict):
-        raise StackproofError(f"{path}: not a node type")
+        raise InputError(f"{path}: not a node type")
     return NodeType.from_dict(data, str(path))
 
 
@@ -456,7 +467,7 @@ def summary(nt: NodeType) -> str:
 def _emit(nt: NodeType, args) -> int:
     if getattr(args, "k", None) is not None:
         if not 0 <= args.k <= nt.cores_per_socket - 1:      # checked before anything is written
-            raise StackproofError(f"--k (system cores per socket) must be {nt.k_range()} (got {args.k})")
+            raise InputError(f"--k (system cores per socket) must be {nt.k_range()} (got {args.k})")
         nt.corespec["cores_per_socket"] = args.k
     if getattr(args, "position", None):
         nt.corespec["position"] = args.position

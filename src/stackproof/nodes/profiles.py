@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stackproof import validate
 from stackproof.cpulist import format_list
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError
 from stackproof.yamlfile import read_yaml
 from stackproof.nodes.nodetype import NodeType
 from stackproof.paths import slurm_conf_dir
@@ -22,7 +22,7 @@ def load_catalog(path: Path | None = None) -> dict:
     path = path or slurm_conf_dir() / "profiles.yaml"
     data = read_yaml(path, "profile catalog")
     if not isinstance(data, dict) or "profiles" not in data or "daemons" not in data:
-        raise StackproofError(f"{path}: expected 'profiles' and 'daemons' sections")
+        raise InputError(f"{path}: expected 'profiles' and 'daemons' sections")
     check_names(path, data)
     return data
 
@@ -56,30 +56,30 @@ def read_profile_file(path: str | Path) -> dict:
     path = Path(path)
     data = read_yaml(path, "profile file")
     if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
-        raise StackproofError(f"{path}: expected a 'profiles' mapping with at least one profile")
+        raise InputError(f"{path}: expected a 'profiles' mapping with at least one profile")
     extra = set(data) - {"profiles", "daemons"}
     if extra:
-        raise StackproofError(f"{path}: unknown section(s) {', '.join(sorted(extra))} (profiles, daemons)")
+        raise InputError(f"{path}: unknown section(s) {', '.join(sorted(extra))} (profiles, daemons)")
     daemons = data.get("daemons") or {}
     if not isinstance(daemons, dict):
-        raise StackproofError(f"{path}: 'daemons' must be a mapping of group -> {{units, processes}}")
+        raise InputError(f"{path}: 'daemons' must be a mapping of group -> {{units, processes}}")
     for name, spec in daemons.items():
         if not isinstance(spec, dict) or set(spec) - DAEMON_KEYS or not all(
                 isinstance(spec.get(k, []), list) and all(isinstance(x, str) for x in spec.get(k, []))
                 for k in ("units", "processes")):
-            raise StackproofError(f"{path}: daemon group {name!r}: expected {{units: [..], processes: [..]}}")
+            raise InputError(f"{path}: daemon group {name!r}: expected {{units: [..], processes: [..]}}")
     check_names(path, data)
     for name, spec in data["profiles"].items():
         if not isinstance(spec, dict):
-            raise StackproofError(f"{path}: profile {name!r} must be a mapping")
+            raise InputError(f"{path}: profile {name!r} must be a mapping")
         bad = set(spec) - PROFILE_KEYS
         if bad:
-            raise StackproofError(f"{path}: profile {name!r}: unknown key(s) {', '.join(sorted(bad))}")
+            raise InputError(f"{path}: profile {name!r}: unknown key(s) {', '.join(sorted(bad))}")
         if spec.get("position", "first") not in ("first", "last"):
-            raise StackproofError(f"{path}: profile {name!r}: position must be first or last")
+            raise InputError(f"{path}: profile {name!r}: position must be first or last")
         if not isinstance(spec.get("daemons") or [], list) or not all(
                 isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in spec.get("irqs") or []):
-            raise StackproofError(f"{path}: profile {name!r}: daemons must be a list, irqs a list of IRQ numbers")
+            raise InputError(f"{path}: profile {name!r}: daemons must be a list, irqs a list of IRQ numbers")
     return {"profiles": data["profiles"], "daemons": daemons}
 
 
@@ -94,14 +94,14 @@ def catalog_with(profile_file: str | Path | None = None) -> dict:
         clash = sorted(set(extra[section]) & set(catalog[section]))
         clash = [n for n in clash if extra[section][n] != catalog[section][n]]
         if clash:
-            raise StackproofError(f"{profile_file}: {section} {', '.join(clash)} redefine the catalog's "
+            raise InputError(f"{profile_file}: {section} {', '.join(clash)} redefine the catalog's "
                                   f"(slurm-conf/profiles.yaml): use new names")
     merged = {**catalog, "profiles": {**catalog["profiles"], **extra["profiles"]},
               "daemons": {**catalog["daemons"], **extra["daemons"]}}
     for name, spec in extra["profiles"].items():
         unknown = [g for g in spec.get("daemons") or [] if g not in merged["daemons"]]
         if unknown:
-            raise StackproofError(f"{profile_file}: profile {name!r} names unknown daemon group(s) "
+            raise InputError(f"{profile_file}: profile {name!r} names unknown daemon group(s) "
                                   f"{', '.join(unknown)}")
     return merged
 
@@ -146,7 +146,7 @@ def plan(nt: NodeType, name: str, k: int | None = None, position: str | None = N
     catalog = catalog_with(profile_file)
     profiles = catalog["profiles"]
     if name not in profiles:
-        raise StackproofError(f"unknown profile {name!r} (known: {', '.join(profiles)})")
+        raise InputError(f"unknown profile {name!r} (known: {', '.join(profiles)})")
     spec = profiles[name]
     free = bool(spec.get("free"))
     reserve = bool(spec.get("reserve"))
@@ -155,11 +155,11 @@ def plan(nt: NodeType, name: str, k: int | None = None, position: str | None = N
     if not free:
         k = 0
     if k < 0:
-        raise StackproofError(f"k must be >= 0 (got {k})")
+        raise InputError(f"k must be >= 0 (got {k})")
     if free and k == 0:
-        raise StackproofError(f"profile {name!r} needs k >= 1 system/free cores per socket")
+        raise InputError(f"profile {name!r} needs k >= 1 system/free cores per socket")
     if k >= nt.cores_per_socket:
-        raise StackproofError(
+        raise InputError(
             f"profile {name!r} with k={k} cores per socket leaves 0 application cores on node type "
             f"{nt.name!r} ({nt.cores_per_socket} cores per socket)")
 
@@ -176,12 +176,12 @@ def plan(nt: NodeType, name: str, k: int | None = None, position: str | None = N
     groups = list(spec.get("daemons") or [])
     if with_nvidia:
         if "nvidia" not in (spec.get("optional_daemons") or []):
-            raise StackproofError(f"--with-nvidia applies to the clean profile, not {name!r}")
+            raise InputError(f"--with-nvidia applies to the clean profile, not {name!r}")
         groups.append("nvidia")
     daemons = {}
     for g in groups:
         if g not in catalog["daemons"]:
-            raise StackproofError(f"profile {name!r} names unknown daemon group {g!r}")
+            raise InputError(f"profile {name!r} names unknown daemon group {g!r}")
         daemons[g] = catalog["daemons"][g]
     return ProfilePlan(name=name, description=spec.get("description", ""), k=k, position=position,
                        reserve=reserve, system_cores=system_cores, system_cpus=system_cpus,

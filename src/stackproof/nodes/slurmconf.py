@@ -30,7 +30,7 @@ from stackproof import validate
 
 from stackproof.nodes import corespec
 from stackproof.cpulist import format_list, format_mask
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.hostlist import compress, expand
 from stackproof.nodes.nodetype import VISIBLE_DEVICES_VAR, NodeType, load
 from stackproof.nodes.profiles import ProfilePlan, plan, profile_names
@@ -90,7 +90,7 @@ def validate_site(site: Site) -> None:
     """Every value that goes into a Slurm file: one bad character (a newline above all) would add
     a directive of the caller's choosing to a file root's daemons read."""
     def bad(what, value, expected):
-        raise StackproofError(f"{what} {value!r}: {expected}")
+        raise InputError(f"{what} {value!r}: {expected}")
     if not _HOSTNAME.fullmatch(site.controller or "") or len(site.controller) > 253:
         bad("controller", site.controller, "not a valid host name")
     for n in site.nodes:
@@ -145,7 +145,7 @@ def _gres(nt: NodeType, site: Site) -> tuple[str, int] | None:
         return gpu_type_name(model) if nt.gpus else "fake", site.fake_gpus
     if site.gpus:
         if not nt.gpus:
-            raise StackproofError(f"--gpus: node type {nt.name!r} has no GPUs")
+            raise InputError(f"--gpus: node type {nt.name!r} has no GPUs")
         return gpu_type_name(nt.gpus[0].model), len(nt.gpus)
     return None
 
@@ -316,7 +316,10 @@ def _cmd_render(args) -> int:
     nt = load(args.nodetype)
     prof = plan(nt, args.profile, k=args.k, position=args.position, with_nvidia=args.with_nvidia,
                 profile_file=args.profile_file)
-    nodes = expand(args.nodes if args.nodes is not None else f"{nt.name}1")
+    try:
+        nodes = expand(args.nodes if args.nodes is not None else f"{nt.name}1")
+    except InputError as exc:
+        raise InputError(f"--nodes: {exc}") from None
     site = Site(cluster_name=args.cluster_name or nt.name, nodes=nodes, controller=args.controller,
                 slurmctld_port=args.slurmctld_port, slurmd_port=args.slurmd_port, gpus=args.gpus,
                 mpibind_plugin=find_installed_mpibind_plugin(args.mpibind_plugin), cgroup_plugin=args.cgroup_plugin)

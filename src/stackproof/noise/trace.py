@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 
 MAGIC = b"FWQ-TRACE 1\n"
 HEADER_END = b"header_end\n"
@@ -27,7 +27,7 @@ TRAILER_SIZE = 16
 MAX_HEADER = 16 << 20  # a header longer than this is not a trace (44 ranks need ~10 KB)
 
 
-class TraceError(StackproofError):
+class TraceError(InputError):
     """A file that is not a complete, intact FWQ trace."""
 
 
@@ -134,7 +134,8 @@ def load(path: str | os.PathLike, label: str = "") -> Trace:
     try:
         f = open(path, "rb")
     except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror}") from None
+        # Not bad input but a missing or unreadable file (exit 1 at the CLI, like any OSError).
+        raise StackproofError(f"cannot read {path}: {exc.strerror}") from None
     with f:
         size = os.fstat(f.fileno()).st_size
         if f.read(len(MAGIC)) != MAGIC:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.paths import REPO
 
 REPEAT_PARAMS = ("repeat_index", ".repeat_no")
@@ -85,13 +85,13 @@ def _strip_repeat(display_name: str) -> str:
 
 
 def _bad(origin: str, where: str, what: str):
-    return StackproofError(f"{origin}: not a ReFrame run report: {where} {what}")
+    return InputError(f"{origin}: not a ReFrame run report: {where} {what}")
 
 
 def check_shape(doc, origin: str) -> None:
     """Refuse, in one line naming the file and field, a report whose shape or values we cannot use."""
     if not isinstance(doc, dict) or "runs" not in doc:
-        raise StackproofError(f"{origin}: not a ReFrame run report (no 'runs')")
+        raise InputError(f"{origin}: not a ReFrame run report (no 'runs')")
     if not isinstance(doc.get("session_info", {}) or {}, dict):
         raise _bad(origin, "session_info", "is not an object")
     if not isinstance(doc.get("stackproof", {}), dict):
@@ -189,7 +189,7 @@ def _perf_better(declared, origin: str) -> dict:
         return {}
     if not isinstance(declared, dict) or not all(isinstance(k, str) and v in ("higher", "lower")
                                                   for k, v in declared.items()):
-        raise StackproofError(f"{origin}: perf_better must map variable names to 'higher' or 'lower'")
+        raise InputError(f"{origin}: perf_better must map variable names to 'higher' or 'lower'")
     return dict(declared)
 
 
@@ -234,7 +234,7 @@ def load_run_with_session(spec: str) -> tuple[Session, list[Case]]:
     try:
         doc = json.loads(p.read_text())
     except ValueError as exc:
-        raise StackproofError(f"{p}: not JSON: {exc}") from None
+        raise InputError(f"{p}: not JSON: {exc}") from None
     return cases_from_report(doc, label or None, str(p))
 
 

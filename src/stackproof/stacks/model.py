@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.paths import REPO
 from stackproof.yamlfile import read_yaml
 
@@ -32,6 +32,10 @@ KEYS = {"name", "description", "prefix", "install", "modules", "view", "env", "p
 
 class StackError(StackproofError):
     """A stack that cannot be used as described (unknown, malformed, not installed)."""
+
+
+class StackFileError(StackError, InputError):
+    """A stack file (or stack name) that is not what it may be: bad input, exit 2 at the CLI."""
 
 
 def stacks_root() -> Path:
@@ -91,15 +95,15 @@ class Stack:
         if self.view is not None:
             return self.view
         if self.prefix is None:
-            raise StackError(f"stack {self.name}: neither prefix nor view is set ({self.file}): "
-                             f"set one, or {view_var(self.name)}")
+            raise StackFileError(f"stack {self.name}: neither prefix nor view is set ({self.file}): "
+                                 f"set one, or {view_var(self.name)}")
         return self.prefix / "bench"
 
     def benchmark(self, name: str) -> Path:
         """Absolute path of benchmark `name` (existence not checked); StackError when the stack has none."""
         rel = self.benchmarks.get(name)
         if not rel:
-            raise StackError(f"stack {self.name} declares no benchmark {name!r} ({self.file}: benchmarks)")
+            raise StackFileError(f"stack {self.name} declares no benchmark {name!r} ({self.file}: benchmarks)")
         path = Path(rel)
         return path if path.is_absolute() else self.bench_dir() / path
 
@@ -111,7 +115,7 @@ class Stack:
         """The launcher for a system kind (local | slurm); StackError naming the file when absent."""
         cmd = self.launcher.get(kind)
         if not cmd:
-            raise StackError(f"stack {self.name} has no launcher for {kind} systems: add "
+            raise StackFileError(f"stack {self.name} has no launcher for {kind} systems: add "
                              f"`launcher: {{{kind}: [...]}}` to {self.file}")
         return cmd
 
@@ -161,7 +165,7 @@ class _Expander:
         if value is None:
             return None
         if not isinstance(value, (str, int, float)):
-            raise StackError(f"{self.origin}: {key}: expected a string, got {type(value).__name__}")
+            raise StackFileError(f"{self.origin}: {key}: expected a string, got {type(value).__name__}")
 
         def sub(m):
             var = m.group(1)
@@ -178,7 +182,7 @@ class _Expander:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
-            raise StackError(f"{self.origin}: {key}: expected a list")
+            raise StackFileError(f"{self.origin}: {key}: expected a list")
         return tuple(self(v, key) for v in value)
 
 
@@ -187,25 +191,26 @@ def load_stack(name: str) -> Stack:
     path = stack_file(name)
     if path is None:
         known = ", ".join(stack_names()) or "none"
-        raise StackError(f"unknown stack {name!r} (known: {known}): add {SHIPPED_DIR}/{name}.yaml or a file "
-                         "in $STACKPROOF_STACKS_DIR")
+        raise StackFileError(f"unknown stack {name!r} (known: {known}): add {SHIPPED_DIR}/{name}.yaml or a file "
+                             "in $STACKPROOF_STACKS_DIR")
     try:
         data = read_yaml(path, f"stack {name}")
     except StackproofError as exc:
-        raise StackError(f"stack {name}: {exc}") from None
+        kind = StackFileError if isinstance(exc, InputError) else StackError
+        raise kind(f"stack {name}: {exc}") from None
     return parse_stack(data, path, name)
 
 
 def parse_stack(data, path: Path, name: str | None = None) -> Stack:
     origin = f"stack {name or path.stem} ({path})"
     if not isinstance(data, dict):
-        raise StackError(f"{origin}: expected a mapping of stack settings")
+        raise StackFileError(f"{origin}: expected a mapping of stack settings")
     unknown = set(data) - KEYS
     if unknown:
-        raise StackError(f"{origin}: unknown keys {sorted(unknown)} (known: {sorted(KEYS)})")
+        raise StackFileError(f"{origin}: unknown keys {sorted(unknown)} (known: {sorted(KEYS)})")
     sname = str(data.get("name") or path.stem)
     if name and sname != name:
-        raise StackError(f"{origin}: name {sname!r} differs from the file name: rename one")
+        raise StackFileError(f"{origin}: name {sname!r} differs from the file name: rename one")
     names = {"STACKPROOF_STACKS_ROOT": str(stacks_root())}
     ex = _Expander(origin, names)
     prefix = ex(data.get("prefix"), "prefix")
@@ -213,34 +218,36 @@ def parse_stack(data, path: Path, name: str | None = None) -> Stack:
     view = os.environ.get(view_var(sname)) or ex(data.get("view"), "view")
     names["view"] = view or ""
     install = data.get("install") or {}
+    if not isinstance(install, dict):
+        raise StackFileError(f"{origin}: install: expected a mapping {{pip: [..], apt: [..]}}")
     mpi = data.get("mpi")
     if not isinstance(mpi, dict) or not all(mpi.get(k) for k in ("family", "version", "library")):
-        raise StackError(f"{origin}: `mpi` needs family, version (regex) and library (regex)")
+        raise StackFileError(f"{origin}: `mpi` needs family, version (regex) and library (regex)")
     if mpi["family"] not in MPI_FAMILIES:
-        raise StackError(f"{origin}: mpi.family {mpi['family']!r} is not one of {', '.join(MPI_FAMILIES)}")
+        raise StackFileError(f"{origin}: mpi.family {mpi['family']!r} is not one of {', '.join(MPI_FAMILIES)}")
     for key in ("version", "library"):
         try:
             re.compile(str(mpi[key]))
         except re.error as exc:
-            raise StackError(f"{origin}: mpi.{key}: invalid regex ({exc})") from None
+            raise StackFileError(f"{origin}: mpi.{key}: invalid regex ({exc})") from None
     launcher = data.get("launcher")
     if not isinstance(launcher, dict) or not launcher:
-        raise StackError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
+        raise StackFileError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
     bad = set(launcher) - set(SYSTEM_KINDS) - set(LAUNCHER_EXTRAS)
     if bad:
-        raise StackError(f"{origin}: launcher kinds {sorted(bad)} unknown (use {', '.join(SYSTEM_KINDS)}, "
-                         f"and {', '.join(LAUNCHER_EXTRAS)} for binding options)")
+        raise StackFileError(f"{origin}: launcher kinds {sorted(bad)} unknown (use {', '.join(SYSTEM_KINDS)}, "
+                             f"and {', '.join(LAUNCHER_EXTRAS)} for binding options)")
     if not set(launcher) & set(SYSTEM_KINDS):
-        raise StackError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
+        raise StackFileError(f"{origin}: no launcher: add `launcher: {{local: [mpirun], slurm: [srun, --mpi=pmix]}}`")
     compilers = data.get("compilers") or {}
-    if not compilers.get("cc") or not compilers.get("cxx"):
-        raise StackError(f"{origin}: compilers need cc and cxx (the MPI wrappers)")
+    if not isinstance(compilers, dict) or not compilers.get("cc") or not compilers.get("cxx"):
+        raise StackFileError(f"{origin}: compilers need cc and cxx (the MPI wrappers)")
     env = data.get("env") or {}
     if not isinstance(env, dict):
-        raise StackError(f"{origin}: env: expected a mapping VAR: value")
+        raise StackFileError(f"{origin}: env: expected a mapping VAR: value")
     benchmarks = data.get("benchmarks") or {}
     if not isinstance(benchmarks, dict):
-        raise StackError(f"{origin}: benchmarks: expected a mapping name: path")
+        raise StackFileError(f"{origin}: benchmarks: expected a mapping name: path")
     return Stack(
         name=sname,
         description=str(data.get("description") or ""),
