@@ -16,7 +16,7 @@ SRC = REPO / "src" / "stackproof"
 # Lowest first. A module may import its own layer and the layers below it. Names are module paths under
 # stackproof; a package name covers its submodules. Today's names and the ones the move gives them.
 LAYERS = [
-    ("basics", ["__init__", "errors", "paths", "yamlfile", "cpulist", "hostlist", "validate", "benchparse"]),
+    ("basics", ["__init__", "errors", "paths", "yamlfile", "cpulist", "hostlist", "validate", "files", "benchparse"]),
     ("gpus", ["gpus"]),
     ("nodes", ["nodes"]),
     ("noise", ["noise"]),

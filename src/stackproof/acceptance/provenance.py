@@ -4,11 +4,11 @@ inputs: {name: sha256}}}, written by the bench build; absent: said so), the node
 and the node image when known. Read by the report's Provenance section."""
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
+from stackproof.files import sha256_of
 from stackproof.stacks import StackError
 from stackproof.stacks.model import load_stack
 
@@ -19,11 +19,7 @@ RELPATH = re.compile(r"^(?!.*\.\.)[\w.+-]+(/[\w.+-]+){0,8}$")      # bin/hpcc, s
 
 def sha256(path: Path) -> str | None:
     try:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+        return sha256_of(path)
     except OSError:
         return None
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from stackproof.errors import InputError, StackproofError
-from stackproof.cluster.procs import alive, read_pid, sh
+from stackproof.cluster.procs import sh, wait_pidfile
 from stackproof.cluster.state import NOISE_DAEMON
 
 
@@ -20,13 +20,7 @@ def slurmd_pidfile(root: Path, node: str) -> Path:
 
 
 def _wait_pid(pidfile: Path, what: str, log: Path, timeout: float = 10.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pid = read_pid(pidfile)
-        if alive(pid):
-            return pid
-        time.sleep(0.05)
-    raise StackproofError(f"{what} did not start; see {log}")
+    return wait_pidfile(pidfile, what, log, timeout)
 
 
 def start_slurmctld(root: Path, conf: Path, env: dict, netns: str | None, clear: bool) -> int:

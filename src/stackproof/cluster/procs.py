@@ -170,3 +170,16 @@ def remove_cgroup_tree(root: Path) -> bool:
     except OSError:
         pass
     return not root.exists()
+
+
+def wait_pidfile(pidfile: Path, what: str, log: Path, timeout: float = 10.0, poll: float = 0.05) -> int:
+    """The PID a daemon wrote to `pidfile`, once that process is alive; StackproofError naming the
+    log (and its last lines) when it does not start within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = read_pid(pidfile)
+        if alive(pid):
+            return pid
+        time.sleep(poll)
+    tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
+    raise StackproofError(f"{what} did not start; see {log}" + ("\n  " + "\n  ".join(tail) if tail else ""))

@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from stackproof.files import sha256_of  # noqa: F401 - re-exported for sources.py
 from stackproof.stacks.model import StackError
 
 TIMEOUT_S = 20          # connect/read timeout: an unreachable site answers fast or not at all
@@ -35,14 +36,6 @@ class FetchError(StackError):
 class ChecksumError(FetchError):
     """Bytes that are not the pinned ones, or an archive that would write outside its tree: never
     a reason to try elsewhere quietly."""
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify_file(path: Path, sha256: str) -> Path:

@@ -23,6 +23,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from stackproof.files import sha256_of
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
 from stackproof.provision import cpio
@@ -64,11 +65,7 @@ def _stamp(out: Path, inputs: dict) -> None:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_of(path)
 
 
 def write_if_changed(path: Path, data: bytes, mode: int = 0o644) -> bool:

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from stackproof.cluster.procs import alive, read_pid  # noqa: F401 - one process helper (boot.py imports them here)
+from stackproof.cluster.procs import alive, read_pid, wait_pidfile  # noqa: F401 - one process helper (boot.py imports them here)
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
 from stackproof.provision.vcluster.netboot import BRIDGE, HTTP_PORT
@@ -179,14 +179,7 @@ def start_slurmctld(conf: Path, run: Path) -> int:
 
 
 def _wait_pidfile(path: Path, what: str, logfile: Path, timeout: float = 15.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pid = read_pid(path)
-        if alive(pid):
-            return pid
-        time.sleep(0.1)
-    tail = logfile.read_text(errors="replace").splitlines()[-5:] if logfile.is_file() else []
-    raise StackproofError(f"{what} did not start; see {logfile}" + ("\n  " + "\n  ".join(tail) if tail else ""))
+    return wait_pidfile(path, what, logfile, timeout, poll=0.1)
 
 
 def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
