@@ -71,7 +71,7 @@ EVIL = "x\nProlog=/tmp/evil"
     (["noise", "inject", "--freq", "20", "--duration", "1ms", "--cpus", "0"], 1, "--seconds"),
     (["noise", "inject", "--freq", "20", "--duration", "1ms", "--cpus", "0", "--", "/nonexistent"],
      1, "/nonexistent"),
-    (["report", "--run", "/nonexistent.json", "-o", "/tmp"], 1, "/nonexistent.json"),
+    (["report", "build", "--run", "/nonexistent.json", "-o", "/tmp"], 1, "/nonexistent.json"),
     (["acceptance", "run", "--bogus"], 2, "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line_and_an_exit_code(argv, code, fragment, capsys):

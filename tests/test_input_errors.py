@@ -88,13 +88,13 @@ CASES = {
                          ["badstack.yaml", "mpi.family", "'lam'"]),
     "stack file shape": (lambda t, m: ["stack", "show", _stack(t, m, compilers=["gcc"])],
                          ["badstack.yaml", "compilers"]),
-    "reframe report shape": (lambda t, m: ["report", "--run", _write(t, "run.json", json.dumps({"runs": "abc"})),
+    "reframe report shape": (lambda t, m: ["report", "build", "--run", _write(t, "run.json", json.dumps({"runs": "abc"})),
                                            "-o", str(t / "r")],
                              ["run.json", "runs", "not a list"]),
-    "reframe report value": (lambda t, m: ["report", "--run", _write(t, "run.json", json.dumps(
+    "reframe report value": (lambda t, m: ["report", "build", "--run", _write(t, "run.json", json.dumps(
         {"runs": [{"testcases": [{"name": "x", "perfvalues": {"a:b": ["nan", 1, 0, 0, "s"]}}]}]})),
         "-o", str(t / "r")], ["run.json", "perfvalues", "finite"]),
-    "reframe report not JSON": (lambda t, m: ["report", "--run", _write(t, "run.json", "{"), "-o", str(t / "r")],
+    "reframe report not JSON": (lambda t, m: ["report", "build", "--run", _write(t, "run.json", "{"), "-o", str(t / "r")],
                                 ["run.json", "not JSON"]),
     "fwq trace magic": (lambda t, m: ["noise", "stats", _write(t, "t.dat", "XWQ-TRACE 1\n")],
                         ["t.dat", "magic"]),
@@ -122,7 +122,7 @@ def test_bad_input_exits_2_in_one_line_naming_file_and_field(case, tmp_path, mon
 
 
 @pytest.mark.parametrize("argv", [
-    ["report", "--run", "/nonexistent/run.json", "-o", "/tmp/r"],
+    ["report", "build", "--run", "/nonexistent/run.json", "-o", "/tmp/r"],
     ["noise", "stats", "/nonexistent/t.dat"],
     ["bench", "parse", "osu", "/nonexistent/osu.out"],
 ])

@@ -140,7 +140,7 @@ def test_installed_report_outside_the_repo(installed):
         cases = [_testcase(stack, "osu_latency", s, v * scale) for s, v in ((8, 1.5), (1024, 3.0))]
         f.write_text(json.dumps({"session_info": {"uuid": stack}, "runs": [{"testcases": cases}]}))
         runs += ["--run", f"{stack}={f}"]
-    _run([venv / "bin/stackproof", "report", *runs, "-o", work / "report"], cwd=work,
+    _run([venv / "bin/stackproof", "report", "build", *runs, "-o", work / "report"], cwd=work,
          timeout=120)
     html = (work / "report/report.html").read_text()
     assert "osu_latency" in html and "commodity" in html and "vendor" in html

@@ -87,13 +87,13 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
 
 
 def test_report_cli_and_bad_input(tmp_path, two_stacks):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", f"c={two_stacks[0]}",
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", f"c={two_stacks[0]}",
                            "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "| c |" in (tmp_path / "r" / "report.md").read_text()
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "a report"}')
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "not a ReFrame run report" in proc.stderr
     with pytest.raises(StackproofError, match="not found"):
@@ -106,7 +106,7 @@ def test_report_cli_and_bad_input(tmp_path, two_stacks):
     (["--compare"], "--compare finds the sessions itself"),
 ])
 def test_report_cli_bad_options(tmp_path, two_stacks, args, message):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", f"c={two_stacks[0]}",
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", f"c={two_stacks[0]}",
                            "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr

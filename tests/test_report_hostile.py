@@ -93,7 +93,7 @@ def test_no_script_runs_in_a_browser(tmp_path):
 def test_a_report_of_the_wrong_shape_is_refused_in_one_line(tmp_path, doc, message):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(bad), "-o",
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(bad), "-o",
                            str(tmp_path / "out")], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.returncode != 70, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -1,6 +1,6 @@
 """`stackproof report` on real ReFrame 4.10 output: a tiny two-stack suite (tests/data/report/rfm/, no MPI,
 numbers set by the stack) run for real into its own results database; then the verdicts, identity,
-skip and failure sections, `stackproof report --compare` after one two-stack session and between two
+skip and failure sections, `stackproof report build --compare` after one two-stack session and between two
 sessions, and the `--performance-compare` recipe of docs/acceptance.md (issue 11 items 3-5)."""
 import contextlib
 import io
@@ -36,14 +36,14 @@ def _reframe(tmp, *args):
 
 
 def _stackproof(tmp, *args):
-    """`stackproof report --reframe-config RFM ARGS` in this process (the CLI's own code path)."""
+    """`stackproof report build --reframe-config RFM ARGS` in this process (the CLI's own code path)."""
     env = _env(tmp)
     old = {k: os.environ.get(k) for k in ("STACKPROOF_RESULTS_DB", "STACKPROOF_RFM_PREFIX")}
     os.environ.update({k: env[k] for k in old})
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            rc = main(["report", "--reframe-config", str(RFM / "config.py"), *args])
+            rc = main(["report", "build", "--reframe-config", str(RFM / "config.py"), *args])
     finally:
         for k, v in old.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -397,7 +397,7 @@ def _report(out: Path, baseline: str) -> str:
     report = out / "reframe-report.json"
     if not report.exists():
         raise StackproofError("no ReFrame results to report")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "--run", str(report),
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(report),
                            "--baseline", baseline, "-o", str(out), "--title", "stackproof acceptance report"],
                           capture_output=True, text=True)
     if proc.returncode != 0:

@@ -1,4 +1,5 @@
-"""`stackproof report`: the command line."""
+"""`stackproof report build`: the command line (noun report, verb build; `--compare` finds the
+sessions in the results database instead of taking --run/--session)."""
 from __future__ import annotations
 
 import sys
@@ -38,7 +39,9 @@ def _cmd_report(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="HTML + Markdown verdict report comparing stacks from ReFrame results")
+    noun = sub.add_parser("report", help="HTML + Markdown verdict report comparing stacks from ReFrame results")
+    verbs = noun.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = verbs.add_parser("build", help="build report.html/.md/.json from ReFrame run reports, sessions or --compare")
     p.add_argument("--run", action="append", metavar="[LABEL=]REPORT.json", help="ReFrame JSON run report")
     p.add_argument("--session", action="append", metavar="[LABEL=]UUID", help="session of the results database")
     p.add_argument("--compare", action="store_true",

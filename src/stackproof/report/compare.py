@@ -1,4 +1,4 @@
-"""`stackproof report --compare`: find in the results database the session(s) to compare.
+"""`stackproof report build --compare`: find in the results database the session(s) to compare.
 
   --stack A --stack B   the newest session that ran A and the newest that ran B (one session when
                         one two-stack session ran both)
