@@ -35,7 +35,8 @@ mpibind-build: $(MPIBIND_BUILD)/CMakeCache.txt
 
 mpibind-test: mpibind-build
 	@echo "== mpibind: ctest (unit, golden replay, robustness, cli, plugin)"
-	@cmake -B $(MPIBIND_BUILD) -DSTACKPROOF_SHARED=$(SHARED) >>$(MPIBIND_BUILD)/configure.log 2>&1  # test data: tests only
+	@cmake -S $(MPIBIND_SRC) -B $(MPIBIND_BUILD) -DSTACKPROOF_SHARED=$(SHARED) >>$(MPIBIND_BUILD)/configure.log 2>&1 \
+	  || { tail -20 $(MPIBIND_BUILD)/configure.log; exit 1; }
 	@cd $(MPIBIND_BUILD) && ctest --output-on-failure -j $(MPIBIND_JOBS)
 
 # Mapping time on every shared topology and on a synthetic 384-PU, 8-NUMA, 8-GPU node.

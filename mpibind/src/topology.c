@@ -262,7 +262,7 @@ static int pci_fallback_gpus(hwloc_topology_t topo, hwloc_bitmap_t allowed_set, 
     g->vendor_id = pci->attr->pcidev.vendor_id;
     snprintf(g->pci, sizeof(g->pci), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
              pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
-    snprintf(g->name, sizeof(g->name), "pci%s", g->pci);
+    snprintf(g->name, sizeof(g->name), "pci%.60s", g->pci);   /* a bus id is 12 chars; bounded for the compiler */
     snprintf(g->smi_str, sizeof(g->smi_str), "%d", g->smi);
     g->uuid[0] = '\0';
   }
