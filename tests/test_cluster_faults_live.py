@@ -220,7 +220,7 @@ def test_bad_input_leaves_a_running_cluster_alone(three):
     for args in (["--nodes", "0"], ["--noise-daemon", "bogus"], ["--profile", "corespec", "--k", "4096"],
                  ["--fake-gpus", "99"]):
         proc = cli("up", *args)
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert c.status() == before
 
 

@@ -209,7 +209,7 @@ def _nothing_started(run_dir):
 ])
 def test_bad_arguments(tmp_path, args, msg):
     proc = _up_cli(tmp_path, *args, "--ports", "17837,17838")
-    assert proc.returncode == 1 and msg in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and msg in proc.stderr, proc.stderr
     assert _nothing_started(tmp_path)
 
 
