@@ -147,3 +147,15 @@ def mpi_hello(tmp_path_factory):
     from stackproof.acceptance import build_mpi_hello
     out_dir = tmp_path_factory.mktemp("hello")
     return {mpi: str(build_mpi_hello(mpi, out_dir)) for mpi in ("openmpi", "mpich")}
+
+
+def run_cli(argv, capsys):
+    """`stackproof ARGV` in this process: (exit status, non-empty stderr lines); never a traceback."""
+    from stackproof import cli
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    return rc, [line for line in err.splitlines() if line.strip()]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import yaml
 
-from stackproof import cli
+from conftest import run_cli
 from stackproof.cpulist import parse_hwloc_bitmap, parse_list
 from stackproof.errors import StackproofError
 from stackproof.hostlist import expand
@@ -12,14 +12,6 @@ from stackproof.noise import trace as fwqtrace
 from stackproof.paths import slurm_conf_dir
 
 
-def run_cli(argv, capsys):
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    return rc, [line for line in err.splitlines() if line.strip()]
 
 
 def _nodetype(tmp_path, **change):

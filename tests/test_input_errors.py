@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from stackproof import cli
+from conftest import run_cli
 from stackproof.benchparse import BenchParseError
 from stackproof.cpulist import CpuListError, parse_list
 from stackproof.errors import InputError, StackproofError
@@ -16,14 +16,6 @@ from stackproof.paths import nodetypes_dir
 from stackproof.stacks.model import SHIPPED_DIR, StackError, StackFileError
 
 
-def run_cli(argv, capsys):
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    return rc, [line for line in err.splitlines() if line.strip()]
 
 
 def _nodetype(tmp_path, drop=(), **changes):
