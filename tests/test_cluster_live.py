@@ -70,6 +70,16 @@ def test_a_job_larger_than_the_cluster_is_refused_not_left_pending(live_cluster)
     assert "PartitionConfig" not in queue.stdout, queue.stdout
 
 
+def test_batch_jobs_are_scheduled_at_submission(live_cluster):
+    """batch_sched_delay=0: the running slurmctld schedules a batch job when it arrives, not in the
+    periodic pass up to 3 s later (which every ReFrame test case paid once)."""
+    live_cluster.up(cl.Settings(profile="baseline"))
+    proc = live_cluster.exec_cmd(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("SchedulerParameters"))
+    assert "batch_sched_delay=0" in line, line
+
+
 def test_mpi_single_node_openmpi_pmix_and_mpich_pmi2(live_cluster, mpi_hello):
     live_cluster.up(cl.Settings(profile="baseline"))
     n = LOCAL.num_cores
