@@ -17,6 +17,7 @@ from conftest import require_root
 from stackproof.benchparse import parse_hpcc, parse_hypre_ij
 from stackproof.stacks import benchbuild, environment, provision
 from stackproof.stacks.fetch import sha256_of
+from stackproof.stacks.hpccinput import hpcc_input
 from stackproof.stacks.model import load_stack
 from stackproof.stacks.recipes import load_recipes
 
@@ -25,43 +26,6 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 STACKS = {"commodity": "libopenblas", "vendor": "libmkl_rt"}     # the math library each stack links
 TARGETS = ("probe", "hpcc", "hypre")
 RECIPES = load_recipes()
-HPCCINF = """HPCC input (stackproof live test)
-x
-HPL.out      output file name (if any)
-8            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-600          Ns
-1            # of NBs
-64           NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-1            Ps
-2            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                      		Number of additional problem sizes for PTRANS
-1200 10000 30000        	values of N
-0                       	number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64       	values of NB
-"""
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +74,7 @@ def test_provenance_names_the_pinned_source_and_the_binaries(stacks, name):
 @pytest.mark.parametrize("name", sorted(STACKS))
 def test_hpcc_runs_and_verifies_itself(stacks, name, tmp_path):
     st = stacks[name]
-    (tmp_path / "hpccinf.txt").write_text(HPCCINF)
+    (tmp_path / "hpccinf.txt").write_text(hpcc_input(600, 64, 1, 2, "stackproof live test"))
     cmd = [*st.launch_command("local"), "-np", "2", str(st.benchmark("hpcc"))]
     proc = subprocess.run(cmd, cwd=tmp_path, env=run_env(st), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

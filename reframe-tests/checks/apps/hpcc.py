@@ -21,6 +21,7 @@ from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E
 from reframe.core.exceptions import SanityError         # noqa: E402
 
 from stackproof.benchparse import HPCC_METRICS          # noqa: E402
+from stackproof.stacks.hpccinput import hpcc_input     # noqa: E402
 from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
 
 #: the performance variables reported (of HPCC_METRICS) and which way is better
@@ -29,43 +30,6 @@ PERF_BETTER = {'hpl': 'higher', 'dgemm_star': 'higher', 'dgemm_single': 'higher'
                'randomaccess_mpi': 'higher', 'fft_mpi': 'higher', 'beff_latency': 'lower',
                'beff_bandwidth': 'higher', 'ring_bandwidth': 'higher'}
 
-HPCCINF = """HPLinpack benchmark input file (written by stackproof's hpcc check)
-Innovative Computing Laboratory, University of Tennessee
-HPL.out      output file name (if any)
-8            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-{n}         Ns
-1            # of NBs
-{nb}           NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-{p}            Ps
-{q}            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                      		Number of additional problem sizes for PTRANS
-1200 10000 30000        	values of N
-0                       	number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64       	values of NB
-"""
 
 
 def process_grid(ntasks):
@@ -106,7 +70,7 @@ class HPCCBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             raise SanityError(f'size {self.size!r} has no HPL order in hpl_n ({sorted(self.hpl_n)})')
         p, q = process_grid(self.num_tasks)
         with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fh:
-            fh.write(HPCCINF.format(n=self.hpl_n[self.size], nb=self.block, p=p, q=q))
+            fh.write(hpcc_input(self.hpl_n[self.size], self.block, p, q, "written by stackproof's hpcc check"))
 
     @sn.deferrable
     def hpcc_passed(self):
