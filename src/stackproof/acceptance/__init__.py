@@ -281,6 +281,9 @@ def main(argv=None) -> int:
               f"k={nt.corespec.get('cores_per_socket')}. Total {total:.0f} s.")
     md = summary_markdown(results, header)
     (out / "summary.md").write_text(md)
+    (out / "summary.json").write_text(json.dumps({         # for `make bench-acceptance` (acceptance/bench.py)
+        "stacks": args.stack, "baseline": args.baseline, "total_s": round(total, 1),
+        "steps": [{"step": r.step, "ok": r.ok, "seconds": round(r.seconds, 1)} for r in results]}, indent=1))
     print("\n" + md, end="")
     print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1

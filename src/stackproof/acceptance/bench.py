@@ -1,0 +1,136 @@
+"""`make bench-acceptance`: how long `make acceptance` takes to a verdict here, and whether the verdict
+can be trusted, in three runs one after another (docs/performance.md "Time to verdict"):
+
+  vendor  commodity vs vendor: the real comparison (total time, per benchmark, harness share)
+  aa      commodity vs commodity-copy, the same stack under another name: no metric may be called
+          better or worse (an A/A comparison), and ideally every one "no difference"
+  worse   commodity vs commodity-slow (MPI over TCP loopback, generic OpenBLAS kernels): worse where
+          the transport or the math library matters, not elsewhere
+
+The experiment stacks live in reframe-tests/stacks/experiments/ (their README says what each must
+show). Each run writes its own report directory; this module then writes summary.md and summary.json
+beside them: one row per run and the verdict of every metric.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from stackproof.errors import InputError, StackproofError
+from stackproof.paths import REPO
+
+RUNS = {"vendor": ["commodity", "vendor"], "aa": ["commodity", "commodity-copy"],
+        "worse": ["commodity", "commodity-slow"]}
+EXPERIMENTS = REPO / "reframe-tests" / "stacks" / "experiments"
+CALLS = ("better", "worse", "no difference", "inconclusive", "higher", "lower")
+
+
+def _load(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise StackproofError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise StackproofError(f"{path}: not a JSON object")
+    return doc
+
+
+def verdicts(report: dict) -> list[tuple[str, str, str]]:
+    """(case, metric, call) of every stack-comparison metric in a report.json."""
+    out = []
+    for row in report.get("verdicts") or []:
+        for v in (row.get("vs") or {}).values():
+            out.append((str(row.get("case")), str(row.get("var")), str(v.get("verdict"))))
+    return out
+
+
+def summarize(run: str, out: Path) -> dict:
+    """One run's figures from its report directory (summary.json, reframe-report.json, report.json)."""
+    summary = _load(out / "summary.json")
+    timing = (_load(out / "reframe-report.json").get("stackproof") or {}).get("timing") or {}
+    calls = verdicts(_load(out / "report.json"))
+    count = Counter(c if c in CALLS else "not measured" for _, _, c in calls)
+    launch_s, launches = float(timing.get("launch_s") or 0), int(timing.get("launches") or 0)
+    bench_s = launches * float(timing.get("target_s") or 0)
+    return {"run": run, "stacks": summary.get("stacks"), "total_s": summary.get("total_s"),
+            "compare_s": timing.get("wall_s"), "launches": launches, "launch_s": launch_s,
+            "harness_x": round(float(timing.get("wall_s") or 0) / bench_s, 2) if bench_s else None,
+            "looks": [{k: lk.get(k) for k in ("pairs", "decided", "metrics", "wall_s", "skipped")}
+                      for lk in timing.get("looks") or []],
+            "calls": dict(count), "metrics": [{"case": c, "var": v, "call": k} for c, v, k in calls],
+            "failed_steps": [s["step"] for s in summary.get("steps") or [] if not s.get("ok")]}
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["# make bench-acceptance", "",
+             "| run | stacks | total | comparison | jobs | harness / benchmark time | " + " | ".join(CALLS) + " | failed steps |",
+             "|---|---|---:|---:|---:|---:|" + "---:|" * len(CALLS) + "---|"]
+    for r in rows:
+        calls = " | ".join(str(r["calls"].get(c, 0)) for c in CALLS)
+        lines.append(f"| {r['run']} | {' vs '.join(r['stacks'] or [])} | {r['total_s']} s | {r['compare_s']} s | "
+                     f"{r['launches']} | {r['harness_x']}x | {calls} | {', '.join(r['failed_steps']) or '-'} |")
+    for r in rows:
+        lines += ["", f"## {r['run']}: every metric", "", "| case | metric | call |", "|---|---|---|"]
+        lines += [f"| {m['case']} | {m['var']} | {m['call']} |" for m in r["metrics"]]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m stackproof.acceptance.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("-o", "--out", type=Path, default=REPO / "build" / "bench-acceptance",
+                   help="directory for the runs' reports and summary.md (default build/bench-acceptance)")
+    p.add_argument("--runs", default=",".join(RUNS), help=f"which runs (default {','.join(RUNS)})")
+    p.add_argument("--summarize-only", action="store_true", help="only (re)write the summary of finished runs")
+    p.add_argument("acceptance_args", nargs=argparse.REMAINDER,
+                   help="after --: options for every `python -m stackproof.acceptance` run")
+    args = p.parse_args(argv)
+    args.runs = [r for r in args.runs.split(",") if r]
+    unknown = [r for r in args.runs if r not in RUNS]
+    if unknown or not args.runs:
+        raise InputError(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'} (known: {', '.join(RUNS)})")
+    if args.acceptance_args[:1] == ["--"]:
+        args.acceptance_args = args.acceptance_args[1:]
+    return args
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+    except InputError as exc:
+        print(f"bench-acceptance: error: {exc}", file=sys.stderr)
+        return 2
+    env = dict(os.environ, STACKPROOF_STACKS_DIR=os.pathsep.join(
+        [str(EXPERIMENTS)] + [d for d in os.environ.get("STACKPROOF_STACKS_DIR", "").split(os.pathsep) if d]))
+    rows = []
+    for i, run in enumerate(args.runs, start=1):
+        out = args.out / run
+        if not args.summarize_only:
+            print(f"== bench-acceptance {i}/{len(args.runs)}: {run} ({' vs '.join(RUNS[run])}) -> {out}",
+                  file=sys.stderr, flush=True)
+            cmd = [sys.executable, "-m", "stackproof.acceptance"]
+            for s in RUNS[run]:
+                cmd += ["--stack", s]
+            rc = subprocess.run(cmd + args.acceptance_args, env={**env, "STACKPROOF_REPORT_DIR": str(out)}).returncode
+            if rc >= 128:
+                return rc                              # interrupted: stop, as make acceptance does
+        try:
+            rows.append(summarize(run, out))
+        except StackproofError as exc:
+            print(f"bench-acceptance: {run}: no result ({exc})", file=sys.stderr)
+    if not rows:
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(rows, indent=1))
+    md = markdown(rows)
+    (args.out / "summary.md").write_text(md)
+    print(md, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""`make bench-acceptance`'s summary (acceptance/bench.py) from finished runs' report directories: the
+times, the harness share and every metric's call; bad input exits 2 with one line."""
+import json
+
+from stackproof.acceptance import bench
+from stackproof.acceptance.bench import RUNS, EXPERIMENTS
+from stackproof.stacks.model import load_stack
+
+
+def fake_run(d, stacks, calls):
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"stacks": stacks, "total_s": 512.3,
+                                                "steps": [{"step": "x", "ok": True, "seconds": 1.0}]}))
+    (d / "reframe-report.json").write_text(json.dumps({"runs": [], "stackproof": {"timing": {
+        "wall_s": 300.0, "launch_s": 200.0, "launches": 100, "target_s": 2.0,
+        "looks": [{"pairs": 5, "decided": 3, "metrics": 4, "wall_s": 300.0}]}}}))
+    rows = [{"case": f"C{i}", "var": f"v{i}", "vs": {stacks[1]: {"verdict": c}}} for i, c in enumerate(calls)]
+    (d / "report.json").write_text(json.dumps({"verdicts": rows}))
+
+
+def test_summary_counts_calls_and_harness_share(tmp_path, capsys):
+    fake_run(tmp_path / "aa", ["commodity", "commodity-copy"],
+             ["no difference", "no difference", "inconclusive", "not measured (vendor: no osu)"])
+    assert bench.main(["-o", str(tmp_path), "--runs", "aa", "--summarize-only"]) == 0
+    row = json.loads((tmp_path / "summary.json").read_text())[0]
+    assert row["calls"] == {"no difference": 2, "inconclusive": 1, "not measured": 1}
+    assert row["harness_x"] == 1.5 and row["total_s"] == 512.3 and row["failed_steps"] == []
+    md = (tmp_path / "summary.md").read_text()
+    assert "| aa | commodity vs commodity-copy | 512.3 s | 300.0 s | 100 | 1.5x | 0 | 0 | 2 | 1 | 0 | 0 | - |" in md
+
+
+def test_a_run_without_results_is_reported_not_invented(tmp_path, capsys):
+    assert bench.main(["-o", str(tmp_path), "--runs", "worse", "--summarize-only"]) == 1
+    assert "worse: no result" in capsys.readouterr().err
+
+
+def test_unknown_run_is_an_input_error(capsys):
+    assert bench.main(["--runs", "vendor,bogus"]) == 2
+    assert "unknown run(s) bogus" in capsys.readouterr().err
+
+
+def test_the_experiment_stacks_differ_from_commodity_only_where_they_say(monkeypatch):
+    monkeypatch.setenv("STACKPROOF_STACKS_DIR", str(EXPERIMENTS))
+    base = load_stack("commodity")
+    copy, slow = load_stack("commodity-copy"), load_stack("commodity-slow")
+    assert set(RUNS) == {"vendor", "aa", "worse"}
+    assert copy.env == base.env and copy.prefix == base.prefix and copy.benchmarks == base.benchmarks
+    assert slow.prefix == base.prefix and slow.benchmarks == base.benchmarks
+    assert {k: v for k, v in slow.env.items() if k not in base.env} == {"OMPI_MCA_btl": "self,tcp",
+                                                                         "OPENBLAS_CORETYPE": "Prescott"}
