@@ -48,3 +48,16 @@ def test_the_experiment_stacks_differ_from_commodity_only_where_they_say(monkeyp
     assert slow.prefix == base.prefix and slow.benchmarks == base.benchmarks
     assert {k: v for k, v in slow.env.items() if k not in base.env} == {"OMPI_MCA_btl": "self,tcp",
                                                                          "OPENBLAS_CORETYPE": "Prescott"}
+
+
+def test_the_next_look_is_estimated_from_the_open_cases_only():
+    from stackproof.acceptance.suite import look_estimate
+
+    def tc(name, rep, t, result="pass"):
+        return {"display_name": f"{name} %repeat_index={rep}", "time_run": t, "result": result}
+    doc = {"runs": [{"testcases": [tc("OSU %b=lat", r, 3.0) for r in range(5)]
+                     + [tc("HPCC %size=ci", r, 2.0) for r in range(5)]
+                     + [tc("GPU", 0, 99.0, "skip")]}]}
+    # 25 s in jobs of a 30-s session: 5 s outside jobs; OSU still open: 3 s per pair
+    assert look_estimate(doc, {"OSU %b=lat"}, 5, 30.0, 3) == 5.0 + 3 * 3.0
+    assert look_estimate(doc, set(), 5, 30.0, 3) == 5.0

@@ -118,8 +118,12 @@ def reframe_cmd(stacks: list[str], names: list[str], report: Path, extra: list[s
     cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
     for s in stacks:
         cmd += ["--stack", s]
+    # ReFrame's asynchronous policy: the cluster itself runs one job at a time (--exclusive,
+    # --dependency=singleton, max_jobs=1), and the policy notices a finished job within a poll
+    # (poll_rate_* in config/common.py), where the serial policy's Slurm wait sleeps 1, 2, 3 s in
+    # turn: 0.5-1.5 s lost per launch, a quarter of a 2-s launch.
     return cmd + ["--", "--system", "testcluster:cpu", "-n", "|".join(names), "-x", ".*%size=paper",
-                  "--report-file", str(report), *extra]
+                  "--exec-policy=async", "--report-file", str(report), *extra]
 
 
 def run_reframe(env: dict, stacks: list[str], names: list[str], repeat: int, report: Path, log: Path,
@@ -198,6 +202,23 @@ def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[
     return open_, n_dec, n
 
 
+def look_estimate(doc: dict, cases: set[str], pairs: int, wall_s: float, add: int) -> float:
+    """Seconds the next look should take: the jobs of the cases still open (their run phase in this
+    look, per pair, times the pairs to add) plus this session's time outside jobs (ReFrame's start,
+    the checks' setup), which every session pays once. A look re-runs only the open cases, so the
+    last look's whole wall time per pair would overstate it."""
+    in_jobs, open_s = 0.0, 0.0
+    for run in doc.get("runs") or []:
+        for tc in run.get("testcases") or []:
+            t = tc.get("time_run")
+            if not isinstance(t, (int, float)) or tc.get("result") not in ("pass", "fail"):
+                continue
+            in_jobs += t
+            if re.sub(r"\s*%repeat_index=\S+", "", str(tc.get("display_name") or "")).strip() in cases:
+                open_s += t
+    return max(0.0, wall_s - in_jobs) + open_s / max(1, pairs) * add
+
+
 def case_pattern(case: str) -> str:
     """A ReFrame -n regex selecting one test case whatever the repeat index and the order of its
     parameters (ReFrame matches the display name with its spaces removed)."""
@@ -211,6 +232,7 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
     """The looks: pairs up to each look, then only the checks still undecided. Returns (merged report
     without record, look records, summary)."""
     docs, offsets, looks = [], [], []
+    open_: set[str] = set()
     names = [f"^{c}" for c in STACK_CHECKS]
     done_pairs = 0
     t0 = time.monotonic()
@@ -219,14 +241,17 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
     for i, pairs in enumerate(design.looks, start=1):
         add = pairs - done_pairs
         spent = time.monotonic() - t0
-        if looks and budget_s and spent + looks[-1]["wall_s"] / looks[-1]["pairs_added"] * add > budget_s:
-            looks.append({"index": i, "pairs": pairs, "skipped": f"budget {budget_s:.0f} s would be exceeded"})
-            break
+        if looks and budget_s:
+            need = look_estimate(docs[-1], open_, looks[-1]["pairs_added"], looks[-1]["wall_s"], add)
+            if spent + need > budget_s:
+                looks.append({"index": i, "pairs": pairs, "estimate_s": round(need),
+                              "skipped": f"budget {budget_s:.0f} s would be exceeded (about {need:.0f} s more)"})
+                break
         report = out / f"reframe-look{i}.json"
         report.unlink(missing_ok=True)
         progress.look = f"look {i}/{len(design.looks)} ({pairs} pairs)"
-        per_pair = looks[-1]["wall_s"] / looks[-1]["pairs_added"] if looks else 0.0
-        progress.later_s = per_pair * (design.max_pairs - pairs)
+        progress.later_s = (look_estimate(docs[-1], open_, looks[-1]["pairs_added"], looks[-1]["wall_s"],
+                                          design.max_pairs - pairs) if looks else 0.0)
         rc, wall = run_reframe(env, stacks, names, add, report, out / "reframe.log", progress, extra)
         if not report.is_file():
             raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
