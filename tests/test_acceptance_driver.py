@@ -173,3 +173,19 @@ def test_options_of_the_looks():
     for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
+
+
+def test_progress_estimate_follows_the_session_pace_under_the_async_policy(capsys, monkeypatch):
+    """ReFrame's asynchronous policy announces every case (RUN) before the first job ends: the time
+    left comes from cases finished per second of the session, not from RUN-to-OK gaps."""
+    clock = [100.0]
+    monkeypatch.setattr(suite.time, "monotonic", lambda: clock[0])
+    p = suite.Progress(100.0, 10, look="look 1/3 (5 pairs)", tty=False)
+    t: list = []
+    for k in range(20):
+        p.feed(f"[ RUN      ] NetPIPE %repeat_index={k} /1a2b3c4d @testcluster:cpu+vendor\n", t)
+    for i in range(1, 3):
+        clock[0] += 2.0
+        p.feed(f"[       OK ] ({i:2d}/20) NetPIPE %repeat_index={i} /1a2b3c4d @testcluster:cpu+vendor\n", t)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "(2/20)" in last and "elapsed 0m04s, about 0m36s left" in last, last

@@ -46,7 +46,6 @@ class Progress:
     look: str = ""
     later_s: float = 0.0            # estimate for the looks after this one
     done: int = 0
-    case_s: list = field(default_factory=list)
     tty: bool = field(default_factory=lambda: sys.stderr.isatty())
 
     def line(self, text: str) -> None:
@@ -64,15 +63,16 @@ class Progress:
         check = re.sub(r"\s*%repeat_index=\d+", "", name)
         elapsed = time.monotonic() - self.t0
         if kind == "RUN":
-            t_case[:] = [time.monotonic()]
+            if not t_case:
+                t_case[:] = [time.monotonic()]      # the session's first case
             k = f", repeat {int(rep.group(1)) + 1} of at most {self.max_pairs}" if rep else ""
             self.line(f"  {self.look}: {check} [{stack}]{k}; elapsed {fmt_s(elapsed)}")
             return
-        if t_case:
-            self.case_s.append(time.monotonic() - t_case[0])
         if i and n:
-            mean = sum(self.case_s) / len(self.case_s) if self.case_s else 0.0
-            left = (int(n) - int(i)) * mean + self.later_s
+            # the session's own pace: under the asynchronous policy ReFrame announces every case
+            # (RUN) long before its job runs, so the time since a case's RUN line means nothing
+            session_s = time.monotonic() - (t_case[0] if t_case else self.t0)
+            left = (int(n) - int(i)) * session_s / int(i) + self.later_s
             self.line(f"  {self.look}: {kind.lower()} {check} [{stack}] ({i}/{n}); elapsed {fmt_s(elapsed)}, "
                       f"about {fmt_s(left)} left")
         if kind == "FAIL" and self.tty:
