@@ -51,13 +51,17 @@ def test_the_experiment_stacks_differ_from_commodity_only_where_they_say(monkeyp
 
 
 def test_the_next_look_is_estimated_from_the_open_cases_only():
-    from stackproof.acceptance.suite import look_estimate
+    from stackproof.acceptance.suite import job_seconds, look_estimate
+    clock = [1000.0]
 
     def tc(name, rep, t, result="pass"):
-        return {"display_name": f"{name} %repeat_index={rep}", "time_run": t, "result": result}
-    doc = {"runs": [{"testcases": [tc("OSU %b=lat", r, 3.0) for r in range(5)]
-                     + [tc("HPCC %size=ci", r, 2.0) for r in range(5)]
-                     + [tc("GPU", 0, 99.0, "skip")]}]}
+        # submitted together (the async policy submits ahead), run one after another (singleton)
+        clock[0] += t
+        return {"display_name": f"{name} %repeat_index={rep}", "job_submit_time": 1000.0,
+                "job_completion_time_unix": clock[0], "result": result}
+    cases = [tc("OSU %b=lat", r, 3.0) for r in range(5)] + [tc("HPCC %size=ci", r, 2.0) for r in range(5)]
+    doc = {"runs": [{"testcases": cases + [{"display_name": "GPU", "result": "skip"}]}]}
+    assert [round(t, 6) for _, t in job_seconds(cases)] == [3.0] * 5 + [2.0] * 5   # not the queue wait
     # 25 s in jobs of a 30-s session: 5 s outside jobs; OSU still open: 3 s per pair
     assert look_estimate(doc, {"OSU %b=lat"}, 5, 30.0, 3) == 5.0 + 3 * 3.0
     assert look_estimate(doc, set(), 5, 30.0, 3) == 5.0

@@ -202,20 +202,38 @@ def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[
     return open_, n_dec, n
 
 
+def job_seconds(testcases: list[dict]) -> list[tuple[dict, float]]:
+    """(test case, seconds its job ran) for the cases that ran a job. The test cluster runs one job at
+    a time (--dependency=singleton), so a job started when it was submitted or when the job before it
+    ended, whichever came later; ReFrame's run phase would also count the time a job waited in the
+    queue behind the others (the asynchronous policy submits ahead)."""
+    timed = []
+    for tc in testcases:
+        sub, end = tc.get("job_submit_time"), tc.get("job_completion_time_unix")
+        if tc.get("result") in ("pass", "fail") and all(isinstance(x, (int, float)) for x in (sub, end)):
+            timed.append((float(end), float(sub), tc))
+    out, prev_end = [], None
+    for end, sub, tc in sorted(timed, key=lambda x: x[0]):
+        start = sub if prev_end is None else max(sub, prev_end)
+        out.append((tc, max(0.0, end - start)))
+        prev_end = end
+    return out
+
+
+def _testcases(doc: dict) -> list[dict]:
+    return [tc for run in doc.get("runs") or [] for tc in run.get("testcases") or []]
+
+
 def look_estimate(doc: dict, cases: set[str], pairs: int, wall_s: float, add: int) -> float:
     """Seconds the next look should take: the jobs of the cases still open (their run phase in this
     look, per pair, times the pairs to add) plus this session's time outside jobs (ReFrame's start,
     the checks' setup), which every session pays once. A look re-runs only the open cases, so the
     last look's whole wall time per pair would overstate it."""
     in_jobs, open_s = 0.0, 0.0
-    for run in doc.get("runs") or []:
-        for tc in run.get("testcases") or []:
-            t = tc.get("time_run")
-            if not isinstance(t, (int, float)) or tc.get("result") not in ("pass", "fail"):
-                continue
-            in_jobs += t
-            if re.sub(r"\s*%repeat_index=\S+", "", str(tc.get("display_name") or "")).strip() in cases:
-                open_s += t
+    for tc, t in job_seconds(_testcases(doc)):
+        in_jobs += t
+        if re.sub(r"\s*%repeat_index=\S+", "", str(tc.get("display_name") or "")).strip() in cases:
+            open_s += t
     return max(0.0, wall_s - in_jobs) + open_s / max(1, pairs) * add
 
 
@@ -301,13 +319,10 @@ def failures(docs: list[dict]) -> int:
 
 
 def timing(docs: list[dict], wall_s: float, looks: list[dict], costs: dict) -> dict:
-    """Harness vs benchmark time: ReFrame's run phase summed over the test cases is the time in jobs."""
+    """Harness vs benchmark time: the jobs' own run time (job_seconds) summed over the test cases."""
     launch, n = 0.0, 0
     for doc in docs:
-        for run in doc.get("runs") or []:
-            for tc in run.get("testcases") or []:
-                t = tc.get("time_run")
-                if isinstance(t, (int, float)) and tc.get("result") in ("pass", "fail"):
-                    launch += float(t)
-                    n += 1
+        for _tc, t in job_seconds(_testcases(doc)):
+            launch += t
+            n += 1
     return {"wall_s": round(wall_s, 1), "launch_s": round(launch, 1), "launches": n, "looks": looks, **costs}

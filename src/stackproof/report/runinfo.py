@@ -105,7 +105,8 @@ def timing_section(ctx: Context) -> Section | None:
     submit, probe = t.get("submit_s"), t.get("probe_s")
     target = t.get("target_s")
     rows = [["ReFrame sessions of the stack comparison, wall clock", fmt(wall)],
-            ["in jobs (ReFrame's run phase summed: submission, polling, identity probe, benchmark)",
+            ["in jobs (from submission or the previous job's end to the job's end, as ReFrame saw it: "
+             "scheduling, identity probe, benchmark, polling)",
              fmt(launch) + f" ({n} launches)"]]
     if isinstance(submit, (int, float)) and isinstance(probe, (int, float)):
         rows.append(["job submission (measured: an empty job)", f"{fmt(submit)} per job"])
