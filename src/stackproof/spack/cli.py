@@ -4,9 +4,10 @@
   check    lint, then with $SPACK_ROOT: spack audit, offline concretization of every environment
            compared with its committed lock, and with each site packages.yaml
   lock     concretize every environment (isolated scopes) and rewrite spack-envs/<env>/spack.lock
-  mirror   write the project's release tarball into a Spack source mirror at DIR
+  mirror   write the project's release tarball (and --add FILE sources) into a Spack source mirror at DIR
   install  spack install environment NAME from its committed lock, offline, with the site's scope
-  env      shell exports: the pinned Spack on PATH with the project's scopes (ReFrame's Spack builds)
+  env      shell exports: the pinned Spack on PATH with the project's scopes (ReFrame's Spack builds);
+           --site NAME: spack-envs/site/NAME/packages.yaml as the system scope
 """
 import argparse
 import os
@@ -82,8 +83,12 @@ def cmd_lock(args) -> int:
 def cmd_mirror(args) -> int:
     pins = load_pins(args.envs_dir)
     _lint(args, pins, check_locks=False)
-    from stackproof.spack.mirror import write_mirror
+    from stackproof.spack.mirror import add_source, source_ext, write_mirror
+    for path in args.add or []:
+        source_ext(path)                       # bad input before anything is written
     write_mirror(args.envs_dir, pins, Path(args.dir))
+    for path in args.add or []:
+        add_source(Path(args.dir), path)
     return 0
 
 
@@ -127,6 +132,9 @@ def register(subparsers):
     p = verbs.add_parser("mirror", parents=[common],
                          help="write the project's release tarball into a Spack source mirror at DIR")
     p.add_argument("dir", metavar="DIR")
+    p.add_argument("--add", action="append", metavar="FILE",
+                   help="also a third-party source archive, stored under its sha256 where Spack looks "
+                        "(Spack checks it against the recipe when it fetches); repeatable")
     p.set_defaults(func=cmd_mirror)
     p = verbs.add_parser("install", parents=[common, spack],
                          help="spack install environment NAME from its committed lock, offline, writing its view")
@@ -135,5 +143,9 @@ def register(subparsers):
                    help="a Spack config scope with the site's source mirror and git mirrors "
                         "(docs/spack.md \"Building for real\"; never committed)")
     p.set_defaults(func=cmd_install)
-    verbs.add_parser("env", help='print shell exports for the pinned Spack on PATH (ReFrame\'s Spack build '
-                                 'system): eval "$(stackproof spack env)"').set_defaults(func=_env)
+    p = verbs.add_parser("env", help='print shell exports for the pinned Spack on PATH (ReFrame\'s Spack build '
+                                     'system): eval "$(stackproof spack env)"')
+    p.add_argument("--site", metavar="NAME",
+                   help="spack-envs/site/NAME/packages.yaml as the system scope (the site's externals: compiler, "
+                        "gmake, ...); default: an empty system scope")
+    p.set_defaults(func=_env)

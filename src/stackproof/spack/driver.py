@@ -77,11 +77,13 @@ class Spack:
         req = REPO / "spack-envs" / self.pins["clingo"]["requirements"]
         stamp = venv / ".installed"
         if not stamp.is_file() or stamp.read_text() != req.read_text():
-            print(f"stackproof spack: installing clingo into {venv} ({req.name})", flush=True)
+            # on stderr: `stackproof spack env` prints shell code on stdout for `eval`
+            print(f"stackproof spack: installing clingo into {venv} ({req.name})", file=sys.stderr, flush=True)
             subprocess.run(["/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
-                            "-m", "venv", str(venv)], check=True)
+                            "-m", "venv", str(venv)], check=True, stdout=sys.stderr)
             subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", "--require-hashes", "-r", str(req)], check=True)
+                            "--disable-pip-version-check", "--require-hashes", "-r", str(req)], check=True,
+                           stdout=sys.stderr)
             stamp.write_text(req.read_text())
         return str(venv / "bin" / "python")
 
@@ -98,6 +100,8 @@ class Spack:
             "config.yaml": {"config": {"install_tree": {"root": str(self.work / "opt")},
                                        "build_stage": [str(self.work / "stage")],
                                        "misc_cache": str(self.work / "cache" / "misc"),
+                                       # not $SPACK_ROOT/var/spack/cache: nothing written into the checkout
+                                       "source_cache": str(self.work / "cache" / "source"),
                                        "build_jobs": 2}},
         }
         for name, data in files.items():

@@ -4,7 +4,8 @@ bootstrap off, the offline source mirror of `make spack-mirror` when it exists, 
 build/spack), so that `spack` from PATH works the same in ReFrame's process, its build scripts and
 its jobs (ReFrame's `build_system = 'Spack'` calls plain `spack`):
 
-  eval "$(stackproof spack env)"
+  eval "$(stackproof spack env)"                  # system scope empty: Spack builds everything but gcc
+  eval "$(stackproof spack env --site debian12)"  # system scope = spack-envs/site/debian12/packages.yaml
 
 Spack itself is in no package registry: SPACK_ROOT must name a checkout of the pinned version
 (spack-envs/pins.yaml; docs/spack.md), else one error says so."""
@@ -15,7 +16,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.paths import REPO
 from stackproof.spack.driver import Spack
 from stackproof.spack.pins import load_pins
@@ -33,14 +34,26 @@ def spack_root(pins) -> Path:
     return path
 
 
-def exports(workdir: Path | None = None) -> dict[str, str]:
-    """The environment variables selecting the pinned Spack and its private scopes (written here)."""
+def site_file(envs_dir: Path, site: str | None) -> Path | None:
+    """spack-envs/site/<site>/packages.yaml (the site's externals, Spack's system scope), or None."""
+    if site is None:
+        return None
+    known = sorted(p.parent.name for p in (envs_dir / "site").glob("*/packages.yaml"))
+    if site not in known:
+        raise InputError(f"--site {site!r}: no spack-envs/site/{site}/packages.yaml (known: {', '.join(known)})")
+    return envs_dir / "site" / site / "packages.yaml"
+
+
+def exports(workdir: Path | None = None, site: str | None = None) -> dict[str, str]:
+    """The environment variables selecting the pinned Spack and its private scopes (written here);
+    with `site`, that site's packages.yaml (externals: compiler, gmake, ...) is the system scope."""
     import yaml
     envs_dir = REPO / "spack-envs"
     pins = load_pins(envs_dir)
+    externals = site_file(envs_dir, site)
     root = spack_root(pins)
     spack = Spack(pins, workdir or REPO / "build" / "spack" / "reframe", offline=False)
-    env = spack.scopes()
+    env = spack.scopes(externals)
     user = Path(env["SPACK_USER_CONFIG_PATH"])
     repos = {"builtin": str(spack.builtin),
              "stackproof": str((envs_dir / "repo" / "spack_repo" / "stackproof").resolve())}
@@ -65,7 +78,7 @@ def check_version(out: dict[str, str], pins) -> None:
 
 
 def cmd_env(args) -> int:
-    out = exports()
+    out = exports(site=getattr(args, "site", None))
     check_version(out, load_pins(REPO / "spack-envs"))
     print("unset SPACK_DISABLE_LOCAL_CONFIG")
     for key, value in out.items():
