@@ -65,3 +65,4 @@ def test_the_next_look_is_estimated_from_the_open_cases_only():
     # 25 s in jobs of a 30-s session: 5 s outside jobs; OSU still open: 3 s per pair
     assert look_estimate(doc, {"OSU %b=lat"}, 5, 30.0, 3) == 5.0 + 3 * 3.0
     assert look_estimate(doc, set(), 5, 30.0, 3) == 5.0
+

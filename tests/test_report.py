@@ -126,3 +126,11 @@ def test_noise_at_scale_section_says_why_the_linear_slowdown_falls(tmp_path):
     sec = _noise_at_scale(ctx)
     assert sec.text[0].startswith("Why the linear allreduce's relative slowdown falls")
     assert sec.figures and all("linear curve falls" in cap for cap, _ in sec.figures)
+
+
+def test_the_verdict_opens_with_one_sentence_of_counts():
+    from stackproof.report.verdict import in_words
+    rows = [{"vs": {"vendor": {"verdict": v}}} for v in
+            ("better", "worse", "worse", "no difference", "inconclusive", "not measured (vendor: no osu)")]
+    assert in_words(rows, ["vendor"], "commodity") == (
+        "vendor against commodity, 6 metrics: 1 better, 2 worse, 1 no difference, 1 inconclusive, 1 not measured.")

@@ -148,6 +148,18 @@ def _better_text(better: str | None) -> str:
     return {"higher": "higher is better", "lower": "lower is better"}.get(better, "direction not declared")
 
 
+def in_words(rows: list[dict], others: list[str], baseline: str) -> str:
+    """The verdict in one sentence per compared stack: how many metrics got each call."""
+    out = []
+    for o in others:
+        calls = [r["vs"][o]["verdict"] for r in rows]
+        calls = ["not measured" if c.startswith("not measured") else c for c in calls]
+        order = (BETTER, WORSE, "higher", "lower", SAME, INCONCLUSIVE, NO_VERDICT, "not measured")
+        counts = [f"{calls.count(c)} {c}" for c in order if calls.count(c)]
+        out.append(f"{o} against {baseline}, {len(calls)} metrics: {', '.join(counts)}.")
+    return " ".join(out)
+
+
 def verdict_section(ctx: Context) -> Section:
     rows = verdict_rows(ctx)
     ctx.data["verdicts"] = rows
@@ -184,7 +196,8 @@ def verdict_section(ctx: Context) -> Section:
     looks = ("one look" if d.looks == (0,) else
              f"looks after {', '.join(map(str, d.looks))} pairs, each at {100 * level:.1f} % (Bonferroni: "
              f"{100 * d.alpha:.0f} % / {len(d.looks)} looks)")
-    text = [f"Baseline: {ctx.baseline}. Per metric: the ratio other / baseline (Hodges-Lehmann on log values) "
+    text = [in_words(rows, others, ctx.baseline)] if rows else []
+    text += [f"Baseline: {ctx.baseline}. Per metric: the ratio other / baseline (Hodges-Lehmann on log values) "
             f"with its exact distribution-free interval (Mann-Whitney), {looks}. Verdict: better or worse when "
             f"the interval excludes 1 (in the direction the check declares), no difference when it lies "
             f"inside ±{100 * d.margin:.0f} %, inconclusive otherwise (more launches would be needed). "
