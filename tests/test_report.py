@@ -134,3 +134,25 @@ def test_the_verdict_opens_with_one_sentence_of_counts():
             ("better", "worse", "worse", "no difference", "inconclusive", "not measured (vendor: no osu)")]
     assert in_words(rows, ["vendor"], "commodity") == (
         "vendor against commodity, 6 metrics: 1 better, 2 worse, 1 no difference, 1 inconclusive, 1 not measured.")
+
+
+def test_a_metric_keeps_the_call_of_the_first_look_that_decided_it():
+    """Sequential design: a metric decided after 5 pairs is not reopened by launches its check made
+    later for another metric (looks 5, 8, 10); an undecided one is judged on every pair up to the last look."""
+    from stackproof.report.rows import Row
+    from stackproof.report.stats import Design
+    from stackproof.report.verdict import sequential_judge
+    design = Design(looks=(5, 8, 10), alpha=0.05, margin=0.05)
+    base = [1.00, 1.01, 0.99, 1.00, 1.02] + [1.0, 3.0, 0.3, 1.0, 2.0]      # pairs 6-10: wild
+    other = [1.50, 1.52, 1.49, 1.51, 1.50] + [1.0, 0.3, 3.0, 1.0, 0.5]
+    row = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
+              {"a": list(range(10)), "b": list(range(10))})
+    c, n = sequential_judge(row, "a", "b", design)
+    assert c.verdict == "worse" and n == [5, 5]
+    noisy = Row("C", "C", {}, "s:p", "t", "s", {"a": base[5:] * 2, "b": other[5:] * 2}, {}, "lower",
+                {"a": list(range(10)), "b": list(range(10))})
+    c, n = sequential_judge(noisy, "a", "b", design)
+    assert c.verdict == "inconclusive" and n == [10, 10]
+    unknown = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
+                  {"a": [None] * 10, "b": [None] * 10})
+    assert sequential_judge(unknown, "a", "b", design)[1] == [10, 10]      # no repeat index: all at once

@@ -322,6 +322,7 @@ class Row:
     samples: dict             # stack -> [values] (passed repeats)
     sessions: dict            # stack -> {session uuids}
     better: str | None = None  # higher | lower, as the check declared it (None: not declared)
+    repeats: dict = field(default_factory=dict)   # stack -> [repeat index (None: unknown)], as samples
 
 
 def perf_rows(cases: list[Case]) -> list[Row]:
@@ -335,6 +336,7 @@ def perf_rows(cases: list[Case]) -> list[Row]:
             k = (c.check, c.name, c.system, var)
             r = rows.setdefault(k, Row(c.check, c.name, c.params, c.system, var, pv["unit"] or "", {}, {}))
             r.samples.setdefault(c.stack, []).append(float(pv["value"]))
+            r.repeats.setdefault(c.stack, []).append(c.repeat)
             r.better = r.better or better_of(c.perf_better, var)
             r.sessions.setdefault(c.stack, set()).add(c.session)
     return list(rows.values())

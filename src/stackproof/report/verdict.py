@@ -66,6 +66,29 @@ def judge(baseline, other, better: str | None, design: Design = ONE_LOOK) -> Com
     return Comparison(ratio, lo, hi, cov, pct, call(lo, hi, better, design.margin))
 
 
+def sequential_judge(row, baseline: str, other: str, design: Design) -> tuple[Comparison, list[int]]:
+    """The call as the sequential design makes it: at each look, the launches of the first `look`
+    pairs (repeat index below it); the first look that decides is the call, later launches (run for
+    another metric of the same check) do not reopen it. Without looks, or without repeat indices,
+    every launch at once. Returns the comparison and [n baseline, n other]."""
+    base, oth = row.samples[baseline], row.samples[other]
+    reps = (row.repeats.get(baseline) or [None]) + (row.repeats.get(other) or [None])
+    if design.looks == (0,) or any(not isinstance(i, int) for i in reps):
+        return judge(base, oth, row.better, design), [len(base), len(oth)]
+    c, n = None, [0, 0]
+    for look in design.looks:
+        b = [v for v, i in zip(base, row.repeats[baseline]) if i < look]
+        o = [v for v, i in zip(oth, row.repeats[other]) if i < look]
+        if not b or not o or (c is not None and [len(b), len(o)] == n):
+            continue                       # nothing new at this look
+        c, n = judge(b, o, row.better, design), [len(b), len(o)]
+        if decided(c.verdict):
+            break
+    if c is None:
+        return judge(base, oth, row.better, design), [len(base), len(oth)]
+    return c, n
+
+
 def decided(verdict: str) -> bool:
     """True when more launches cannot change the call (the sequential driver stops this metric)."""
     return verdict in DECIDED
@@ -122,10 +145,9 @@ def verdict_rows(ctx: Context) -> list[dict]:
                 who = ctx.baseline if not base else s
                 row["vs"][s] = {"verdict": f"not measured ({who}: {row['stacks'][who]['not_measured']})"}
                 continue
-            c = judge(base, r.samples[s], r.better, ctx.design)
+            c, n = sequential_judge(r, ctx.baseline, s, ctx.design)
             row["vs"][s] = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "pct": c.pct,
-                            "n": [len(base), len(r.samples[s])],
-                            "verdict": c.verdict + (f": {c.why}" if c.why else "")}
+                            "n": n, "verdict": c.verdict + (f": {c.why}" if c.why else "")}
         out.append(row)
     return out
 
