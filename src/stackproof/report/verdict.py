@@ -223,6 +223,8 @@ def verdict_section(ctx: Context) -> Section:
             f"with its exact distribution-free interval (Mann-Whitney), {looks}. Verdict: better or worse when "
             f"the interval excludes 1 (in the direction the check declares), no difference when it lies "
             f"inside ±{100 * d.margin:.0f} %, inconclusive otherwise (more launches would be needed). "
+            "n pairs: the launches the call rests on (the first look that decided it; a later look run for "
+            "another metric of the same check does not reopen it); the medians show every launch. "
             "Node checks, which run with one stack, are in their own section below."]
     missing = unmeasured_benchmarks(ctx)
     if missing:
