@@ -1,8 +1,11 @@
 """AMG figure of merit: LLNL AMG 1.2 (`amg`, AMG2013 line) and AMG2023 (`amg2023`).
 
 Sizes: `paper` is the TOSS-2020 per-node problem (-n 200 100 100 per rank, -P from the rank count
-like MPI_Dims_create: 8 nodes x 40 ranks -> -P 8 8 5), run on remote partitions only; `ci` is a
-small problem (-n 20 20 20 per rank) that finishes in seconds on one node.
+like MPI_Dims_create: 8 nodes x 40 ranks -> -P 8 8 5), run on remote partitions only and skipped on
+partitions whose nodes are emulated on one host (feature `emulated`: the test cluster, the virtual
+cluster), where 2 million points per rank on every emulated core would share one host's CPUs and
+memory (`-S AMGBenchmark.paper_on_emulated=true` runs it anyway); `ci` is a small problem
+(-n 20 20 20 per rank) that finishes in seconds on one node.
 Binaries: the stack's `amg` and `amg2023` benchmarks (stack file). A stack without AMG2023 skips
 the amg2023 test with the reason (never an AMG 1.2 fallback); the code is recognised from its output,
 so an AMG 1.2 binary given as amg2023 fails sanity naming both. Repeated STACKPROOF_REPEAT times.
@@ -42,6 +45,8 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: nodes (0: the partition's nodes for `paper`, 1 for `ci`) and ranks per node (0: one per core)
     nodes = variable(int, value=0)
     tasks_per_node = variable(int, value=0)
+    #: run `paper` on partitions whose nodes are emulated on one host (feature `emulated`) too
+    paper_on_emulated = variable(typ.Bool, value=False)
     #: seconds of setup + solve one `ci` launch should take (0: the ci grid as it is)
     time_target = variable(float, value=0.0, loggable=True)
     #: multiplies the points per rank chosen for time_target (a site's nodes are faster than this one)
@@ -63,6 +68,17 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     def paper_size_on_clusters(self):
         if self.size == 'paper':
             self.valid_systems = ['+remote']
+
+    @run_after('setup')
+    def paper_size_needs_real_nodes(self):
+        part = self.current_partition
+        if self.size != 'paper' or 'emulated' not in part.features or self.paper_on_emulated or self.is_dry_run():
+            return
+        points = self.paper_grid[0] * self.paper_grid[1] * self.paper_grid[2]
+        self.skip(f'size=paper is the per-node problem of real nodes ({points:,} points on each of '
+                  f"{part.extras['cores_per_node']} ranks per node); the {part.extras['nodes']} node(s) of "
+                  f'{part.fullname} are emulated on one host and share its CPUs and memory: size=ci measures '
+                  f'the stacks here (-S AMGBenchmark.paper_on_emulated=true runs it anyway)')
 
     @run_after('setup')
     def set_launch(self):

@@ -14,6 +14,8 @@ Every job of the cluster takes whole nodes (`--exclusive`) and waits for the pre
 (`--dependency=singleton` under one job name): the emulated nodes share this host's CPUs, so noise-
 and latency-sensitive checks never overlap, whatever ReFrame's execution policy. Jobs the cluster
 can never start (`PartitionConfig`, `PartitionNodeLimit`...) are cancelled by ReFrame, not left pending.
+Feature `emulated`: the nodes share this host's CPUs and memory, so problems sized for real nodes
+(AMG `size=paper`) are skipped, saying so.
 
 Environment: STACKPROOF_RUN_DIR (default the cluster's private run dir, /run/stackproof/cluster);
 STACKPROOF_CLUSTER_NODES and STACKPROOF_FAKE_GPUS override the state's node count and fake GPUs.
@@ -83,11 +85,11 @@ if nt is not None:
     # the mpibind SPANK plugin only when the running cluster loads it (without a cluster: assumed)
     mpibind = ['mpibind'] if STATE is None or SETTINGS.get('mpibind_plugin') else []
     parts = [partition(nt, 'cpu', descr='all test-cluster nodes', access=['--partition=cpu'] + serial,
-                       features=['remote', 'slurm', 'profiles', 'corespec'] + mpibind, **common)]
+                       features=['remote', 'slurm', 'emulated', 'profiles', 'corespec'] + mpibind, **common)]
     if FAKE_GPUS:
         parts.append(partition(nt, 'gpu', descr='test-cluster nodes with fake GPUs',
                                access=['--partition=gpu'] + serial,
-                               features=['remote', 'slurm', 'profiles'], fake_gpus=FAKE_GPUS, **common))
+                               features=['remote', 'slurm', 'emulated', 'profiles'], fake_gpus=FAKE_GPUS, **common))
     for p in parts:
         p['sched_options'] = {'slurm_job_cancel_reasons': NEVER_STARTS}
     site_configuration = system('testcluster', descr='local Slurm test cluster (stackproof cluster up)',

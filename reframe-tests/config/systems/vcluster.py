@@ -16,6 +16,7 @@ head's namespace so that Slurm clients reach slurmctld, which `stackproof vclust
   application cores (corespec: CPU 1 of each node) and profile rows the nodes do not run are skipped.
 - Jobs get the nodes' own SLURM_CONF (ReFrame's environment holds the head's copy).
 - Noise inside a TCG VM is large: report FWQ numbers, never assert on them.
+- Feature `emulated` (QEMU nodes on this host): problems sized for real nodes (AMG `size=paper`) skip.
 Environment: STACKPROOF_VCLUSTER_DIR (default build/vcluster), STACKPROOF_VCLUSTER_NODES (default 2)."""
 import os
 
@@ -38,7 +39,7 @@ site_configuration = system(
                   scheduler='squeue', launcher='srun', max_jobs=1, nodes=NODES, time_limit='10m',
                   stackproof_root=os.path.join(ROOT, 'run'), stacks=('commodity',),
                   extras={'nodetype': NODETYPE},
-                  features=['remote', 'slurm', 'vcluster', 'corespec'],
+                  features=['remote', 'slurm', 'emulated', 'vcluster', 'corespec'],
                   env_vars=[('SLURM_MPI_TYPE', 'pmix'), ('SLURM_CONF', '/etc/slurm/slurm.conf')]),
     ])
 # squeue answers at once here: poll at least once a second (ReFrame's default decays to every 10 s)
