@@ -292,8 +292,9 @@ def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     nodes, cores = 2, load("local").num_cores
     coll = job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity"))
     assert "#SBATCH --partition=cpu" in coll and "export OMPI_ALLOW_RUN_AS_ROOT=1" in coll
-    # the emulated nodes share this host's cores: the collectives' ranks fill them once (at least one per node)
-    assert f"#SBATCH --ntasks={nodes * max(1, cores // nodes)}" in coll
+    # the emulated nodes share this host's cores: at most one collective rank per host core in all
+    used = min(nodes, cores)
+    assert f"#SBATCH --ntasks={used * max(1, cores // used)}" in coll
     # jobs of the test cluster never overlap (whatever the execution policy) and take whole nodes
     assert "#SBATCH --dependency=singleton" in coll and "#SBATCH --exclusive" in coll
     # the stack's own launcher, its identity probe first, then its own OSU build; on emulated nodes each
@@ -301,7 +302,7 @@ def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     osu = "srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi"
     assert "srun --mpi=pmix /stacks/commodity/bench/bin/mpi_identity > identity.out 2>&1" in coll
     assert f"{osu}/osu_allreduce -f -m 4194304:4194304 -i 100 -x 10 > osu-probe.out" in coll
-    assert f"OSU_ITER=$(awk -v s=4194304 -v t=1.0 " in coll
+    assert "OSU_ITER=$(awk -v s=4194304 -v t=1.0 " in coll
     assert f'{osu}/osu_allreduce -m 2:4194304 -f -i "$OSU_ITER" -x "$OSU_WARMUP"' in coll
     lat = job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "commodity"))
     assert "#SBATCH --ntasks=2" in lat and "#SBATCH --ntasks-per-node=1" in lat

@@ -16,8 +16,9 @@ tenth), instead of OSU's fixed counts (10,000 latency iterations; bibw over ever
 Nodes emulated on one host (partition feature `emulated`: the test cluster, the virtual cluster):
 their nodes share the host's cores, so OSU's fixed counts measure the host's scheduler, not MPI (6
 busy-polling allreduce ranks of 3 nodes on 2 CPUs: 15-20 ms per 2-byte call, hours per sweep). There,
-unless set, `time_target` is `emulated_time_target` (1 s per launch) and the collectives start one
-rank per host core in all (at least one per node) instead of one per core on every node.
+unless set, `time_target` is `emulated_time_target` (1 s per launch) and the collectives start at
+most one rank per host core in all (one per node over as many nodes as the host has cores) instead
+of one per core on every node.
 """
 import os
 import sys
@@ -72,13 +73,17 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     #: time_target on partitions whose nodes are emulated on one host (feature `emulated`) when
     #: time_target is 0 (0 here too: OSU's own counts)
     emulated_time_target = variable(float, value=1.0)
+    #: where the ranks run: 'on-node' (shared memory) or 'across-nodes' (the network); the references
+    #: are indexed on it (a value measured within a node says nothing about the network)
+    placement = variable(str, value='', loggable=True)
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
-    # references/<stack>/osu.yaml: this machine's measured medians for testcluster/local with bounds
-    # that catch a broken build or transport; a site puts its own per partition (the verdict itself
-    # compares the stacks with each other and needs none)
+    # references/<stack>/osu.yaml, indexed by benchmark, buffers, placement and partition: this
+    # machine's measured medians for testcluster/local with bounds that catch a broken build or
+    # transport; a site puts its own per partition (the verdict itself compares the stacks with each
+    # other and needs none)
     reference_file = 'osu.yaml'
     records_identity = True
     time_limit = '20m'
@@ -101,10 +106,14 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         collective_opts, pt2pt_buffers = BUFFERS[self.buffers]
         size = VERDICT_SIZE[self.benchmark]
         if self.benchmark in COLLECTIVES:
-            nodes = self.collective_nodes or extras['nodes']
-            per_node = extras['cores_per_node']
-            if emulated:      # the emulated nodes share one host's cores: fill them once, not once per node
+            nodes, per_node = extras['nodes'], extras['cores_per_node']
+            if emulated:
+                # the emulated nodes share one host's cores: at most one rank per host core in all
+                # (more busy-polling ranks than cores measure the scheduler: 3 ranks on 2 CPUs took
+                # 4-6 ms per 8-byte allreduce), spread over as many nodes as there are cores
+                nodes = min(nodes, per_node)
                 per_node = max(1, per_node // nodes)
+            nodes = self.collective_nodes or nodes
             self.num_tasks_per_node = self.collective_tasks_per_node or per_node
             self.num_tasks = nodes * self.num_tasks_per_node
             opts = list(self.collective_opts)
@@ -119,6 +128,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             if not self.full_sweep:
                 opts = self._without(opts, '-m') + ['-m', f'{size}:{size}']
             self.executable_opts = opts + pt2pt_buffers
+        self.placement = 'on-node' if self.num_tasks <= self.num_tasks_per_node else 'across-nodes'
         if self.time_target > 0:
             # iterations from the probe (shell variables set by the probe's prerun command)
             self.executable_opts = (self._without(self._without(self.executable_opts, '-i'), '-x')
