@@ -20,7 +20,7 @@ from pathlib import Path
 
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
-from stackproof.report.rows import cases_from_report, perf_rows, resolve_labels
+from stackproof.report.rows import cases_from_report, perf_rows, resolve_labels, strip_repeat
 from stackproof.report.sections import Context
 from stackproof.report.stats import Design
 from stackproof.report.verdict import decided, verdict_rows
@@ -232,7 +232,7 @@ def look_estimate(doc: dict, cases: set[str], pairs: int, wall_s: float, add: in
     in_jobs, open_s = 0.0, 0.0
     for tc, t in job_seconds(_testcases(doc)):
         in_jobs += t
-        if re.sub(r"\s*%repeat_index=\S+", "", str(tc.get("display_name") or "")).strip() in cases:
+        if strip_repeat(str(tc.get("display_name") or "")) in cases:
             open_s += t
     return max(0.0, wall_s - in_jobs) + open_s / max(1, pairs) * add
 

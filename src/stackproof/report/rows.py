@@ -78,7 +78,7 @@ def _params(display_name: str) -> dict:
     return dict(m.groups() for m in re.finditer(r"%([\w.]+)=(\S+)", display_name))
 
 
-def _strip_repeat(display_name: str) -> str:
+def strip_repeat(display_name: str) -> str:
     for p in REPEAT_PARAMS:
         display_name = re.sub(rf"\s*%{re.escape(p)}=\S+", "", display_name)
     return display_name.strip()
@@ -172,7 +172,7 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                          "was found)")
         stack = label or (tc.get("stack") if isinstance(tc.get("stack"), str) and tc.get("stack") else None) \
             or tc.get("environ") or "?"
-        out.append(Case(stack=stack, name=_strip_repeat(display), check=display.split()[0], params=params,
+        out.append(Case(stack=stack, name=strip_repeat(display), check=display.split()[0], params=params,
                         system=f"{tc.get('system')}:{tc.get('partition')}", result=result, fail_reason=reason,
                         perf=perf, outputdir=tc.get("outputdir"), session=session.uuid, repeat=repeat,
                         environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
