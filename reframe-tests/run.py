@@ -155,6 +155,9 @@ def main(argv=None):
                  f'(known: {", ".join(stacks)}): describe it in reframe-tests/stacks/NAME.yaml '
                  '(or a directory in $STACKPROOF_STACKS_DIR), see docs/acceptance.md')
     cmd = reframe_command(args, extra)
+    # ReFrame runs a test's environments in the partition's order: the stacks in the order given
+    # (config/partitions.py run_order), so a comparison's pairs run A B or B A as asked
+    os.environ['STACKPROOF_STACK_ORDER'] = ','.join(args.stack)
     if not (args.print_command or args.dry_run or args.no_preflight):
         problem = preflight(args.stack, system_kind(config, args.system))
         if problem:

@@ -47,7 +47,7 @@ def test_looks_merge_into_one_report_with_unique_repeats(tmp_path):
 
 
 def test_undecided_checks_after_a_look():
-    d = design(5, 10)
+    d = design(5, 10, 3, paired=False)
     same = {"commodity": [1.0, 1.001, 1.002, 1.003, 1.004], "vendor": [1.0005, 1.0015, 1.0025, 1.0035, 1.0045]}
     noisy = {"commodity": [1.0, 1.5, 0.7, 1.2, 0.9], "vendor": [1.1, 0.6, 1.4, 0.8, 1.3]}
     worse = {"commodity": [1.0, 1.01, 1.02, 1.03, 1.04], "vendor": [0.5, 0.51, 0.52, 0.53, 0.54]}
@@ -55,6 +55,49 @@ def test_undecided_checks_after_a_look():
     merged = suite.merge(docs, [0, 0, 0], {})
     open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
     assert open_ == {"SW4Benchmark"} and (n_dec, n) == (2, 3)
+
+
+def test_pairs_alternate_their_order_over_the_looks():
+    """A B, B A, A B, ... by the pair's index over the whole comparison: one ReFrame session per order,
+    each running only its repeat indices (ReFrame -x on the display name without spaces)."""
+    assert suite.pair_orders(["c", "v"], 0, 7) == [(["c", "v"], [0, 2, 4, 6]), (["v", "c"], [1, 3, 5])]
+    # look 2 adds pairs 8-10 (indices 7, 8, 9): its local index 0 is pair 8, an odd one
+    assert suite.pair_orders(["c", "v"], 7, 3) == [(["c", "v"], [1]), (["v", "c"], [0, 2])]
+    assert suite.pair_orders(["c", "v"], 0, 1) == [(["c", "v"], [0])]
+    flag, pat = suite.repeat_excludes([1, 3, 5], 7)
+    rx = re.compile(pat)
+    assert flag == "-x" and [i for i in range(7) if not rx.search(f"NetPIPE%repeat_index={i}")] == [1, 3, 5]
+    assert not rx.search("OSUBenchmark%repeat_index=10%benchmark=osu_bibw")      # 1 is not 10
+    assert rx.search("OSUBenchmark%repeat_index=0%benchmark=osu_bibw")
+    assert suite.repeat_excludes([0, 1], 2) == []
+    # the two sessions of a look become one report with their counts added
+    a = _doc("s1", {"c": [1.0], "v": [1.1]})
+    b = _doc("s2", {"v": [1.2], "c": [1.3]})
+    a["session_info"].update(num_cases=2, num_failures=0, num_skipped=1)
+    b["session_info"].update(num_cases=2, num_failures=1, num_skipped=0)
+    m = suite.merge_sessions([a, b])
+    assert (m["session_info"]["num_cases"], m["session_info"]["num_failures"]) == (4, 1)
+    assert len([tc for r in m["runs"] for tc in r["testcases"]]) == 4 and "stackproof" not in m
+
+
+def test_reframe_runs_the_stacks_in_the_order_asked():
+    """ReFrame runs a test's environments in its partition's order; run.py passes its --stack order
+    (STACKPROOF_STACK_ORDER), which config/partitions.py puts first: a pair can run B A."""
+    pytest.importorskip("reframe")
+    from stackproof.paths import REPO
+    code = ("import sys; sys.path.insert(0, 'reframe-tests/config'); import partitions; "
+            "print(','.join(partitions.STACKS))")
+    def order(value):
+        env = {k: v for k, v in os.environ.items() if k != "STACKPROOF_STACK_ORDER"}
+        if value is not None:
+            env["STACKPROOF_STACK_ORDER"] = value
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().split(",")
+    plain = order(None)
+    assert plain.index("commodity") < plain.index("vendor")
+    swapped = order("vendor,commodity,not-a-stack")
+    assert swapped[:2] == ["vendor", "commodity"] and sorted(swapped) == sorted(plain)
 
 
 def test_the_next_look_selects_exactly_the_open_cases():
@@ -75,7 +118,7 @@ def test_progress_line_names_check_stack_repeat_and_time(capsys):
     p.feed("[       OK ] ( 3/20) AMGBenchmark %code=amg %size=ci %repeat_index=2 /1a2b3c4d "
            "@testcluster:cpu+vendor\n", t)
     err = capsys.readouterr().err.splitlines()
-    assert "AMGBenchmark %code=amg %size=ci [vendor], repeat 3 of at most 10; elapsed 0m00s" in err[0]
+    assert "AMGBenchmark %code=amg %size=ci [vendor], pair 3 of at most 10; elapsed 0m00s" in err[0]
     assert "(3/20)" in err[1] and "left" in err[1]
 
 
@@ -164,13 +207,19 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 def test_options_of_the_looks():
     from stackproof.acceptance import parse_args
     a = parse_args([])
-    assert a.design.looks == (5, 8, 10) and a.stack == ["commodity", "vendor"]
-    # the form before looks (docs): a fixed number of pairs, one look at 95 %
+    assert a.design.looks == (5, 8, 10) and a.design.paired and a.stack == ["commodity", "vendor"]
+    # the form before looks (docs): a fixed number of pairs, one look at 95 %; 3 pairs reach it
+    # neither way (90 % as 3 + 3 launches), so they are judged at the level they reach
     a = parse_args(["--repeat", "3"])
-    assert a.design.looks == (3,) and a.design.level == pytest.approx(0.95)
+    assert a.design.looks == (3,) and a.design.level == pytest.approx(0.95) and a.design.levels == (None,)
+    a = parse_args(["--repeat", "8"])
+    assert a.design.looks == (8,) and a.design.plan[0][0] and a.design.level >= 0.95
+    a = parse_args(["--unpaired"])
+    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.design.level > 0.98
     a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])
     assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every pair
-    for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"]):
+    for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"],
+                ["--min-pairs", "4"]):      # 4 + 4 launches cannot reach 98.3 %
         with pytest.raises(SystemExit):
             parse_args(bad)
 
@@ -189,3 +238,18 @@ def test_progress_estimate_follows_the_session_pace_under_the_async_policy(capsy
         p.feed(f"[       OK ] ({i:2d}/20) NetPIPE %repeat_index={i} /1a2b3c4d @testcluster:cpu+vendor\n", t)
     last = capsys.readouterr().err.splitlines()[-1]
     assert "(2/20)" in last and "elapsed 0m04s, about 0m36s left" in last, last
+
+
+def test_the_verdict_says_how_many_false_calls_identical_stacks_would_get(tmp_path):
+    """Among many metrics each called at <= 4.5 % error, an A/A run still calls about n x 4.5 % of
+    them different: the report says so beside the counts, with the design recorded by the driver."""
+    vals = {"commodity": [1.0, 1.1, 0.9, 1.05, 0.95], "vendor": [1.02, 1.08, 0.93, 1.0, 0.97]}
+    docs = [_doc("s", vals, check) for check in ("AMGBenchmark", "SW4Benchmark", "HPCC", "NetPIPE", "Hypre")]
+    merged = suite.merge(docs, [0] * 5, {"design": design().as_dict()})
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(merged))
+    from stackproof.report import build, load_run
+    build(load_run(str(p)), tmp_path / "r", "t")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "at most 4.5 % of the time, so of 5 metrics of two identical stacks about 0.2 would" in md
+    assert "5 pairs (98.4 %, two samples), 8 pairs (98.4 %, pair by pair)" in md

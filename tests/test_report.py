@@ -156,3 +156,29 @@ def test_a_metric_keeps_the_call_of_the_first_look_that_decided_it():
     unknown = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
                   {"a": [None] * 10, "b": [None] * 10})
     assert sequential_judge(unknown, "a", "b", design)[1] == [10, 10]      # no repeat index: all at once
+
+
+def test_pairs_are_judged_by_their_repeat_index_at_each_looks_level():
+    """Looks after 7 and 10 pairs: pairs matched by repeat index (launched one after the other), the
+    call at 7 pairs at 98.4 %; a missing launch leaves 6 pairs, which cannot reach that level, so that
+    look decides nothing and the next one (10 pairs, 97.3 %) does."""
+    from stackproof.report.rows import Row
+    from stackproof.report.stats import design
+    from stackproof.report.verdict import sequential_judge
+    d = design(7, 10, 2)
+    slow = [1, 1, 3, 3, 3, 1, 1, 1, 2.5, 1]                          # the host's slow spells, both stacks
+    base = [5.0 * f for f in slow]
+    other = [5.5 * f * (1 + 0.002 * i) for i, f in enumerate(slow)]   # 10 % slower in every pair
+    row = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
+              {"a": list(range(10)), "b": list(range(10))})
+    c, n = sequential_judge(row, "a", "b", d)
+    assert c.verdict == "worse" and n == [7, 7] and c.level == pytest.approx(1 - 2 / 2 ** 7)
+    assert 1.09 < c.ratio < 1.12 and 1.0 < c.lo
+    # two samples on the same launches: the slow spells hide the difference
+    c2, _ = sequential_judge(row, "a", "b", design(5, 10, 3, paired=False))
+    assert c2.verdict == "inconclusive"
+    # repeat 3 of stack b missing: look 1 has 6 pairs and cannot call; look 2 (9 pairs) does
+    gap = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other[:3] + other[4:]}, {}, "lower",
+              {"a": list(range(10)), "b": [0, 1, 2, 4, 5, 6, 7, 8, 9]})
+    c, n = sequential_judge(gap, "a", "b", d)
+    assert c.verdict == "worse" and n == [9, 9]

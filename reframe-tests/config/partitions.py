@@ -18,8 +18,17 @@ from stackproof.gpus.health import cuda_arch   # the one CUDA-arch/peak table: s
 from stackproof.nodes.nodetype import NodeType, load
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
 
+
+def run_order(stacks):
+    """The stacks in the order ReFrame runs a test's environments: those named in
+    STACKPROOF_STACK_ORDER first, in that order (reframe-tests/run.py sets it from its --stack
+    options, so `make acceptance` can launch a pair B A as well as A B), then the rest."""
+    asked = [s for s in os.environ.get('STACKPROOF_STACK_ORDER', '').split(',') if s in stacks]
+    return tuple(dict.fromkeys(asked + list(stacks)))
+
+
 # Every stack file (reframe-tests/stacks/*.yaml and $STACKPROOF_STACKS_DIR): one environment each.
-STACKS = tuple(stack_names())
+STACKS = run_order(stack_names())
 
 
 

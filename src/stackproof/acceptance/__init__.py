@@ -3,7 +3,7 @@ Debian Open MPI 4.1 vs vendor = Intel MPI + MKL, baseline commodity), after chec
 profiles; print and write a summary, tear the cluster down.
 
   python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity]
-         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--margin 0.05] [--budget-min 8] [--target-s 2]
+         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--unpaired] [--margin 0.05] [--budget-min 8] [--target-s 2]
 
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
@@ -185,9 +185,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-pairs", type=int, default=5, help="launch pairs (A B) before the first look (default 5)")
     p.add_argument("--max-pairs", type=int, default=10, help="launch pairs at most (default 10)")
     p.add_argument("--looks", type=int, default=3, help="looks from min to max pairs (default 3)")
+    p.add_argument("--unpaired", action="store_true",
+                   help="compare the stacks' launches as two samples (Mann-Whitney) at every look; by default "
+                        "a look with enough pairs compares pair by pair (signed-rank on each pair's ratio)")
     p.add_argument("--repeat", type=int, metavar="N",
-                   help="a fixed number of pairs, one look at 95 %% (the form before looks: --min-pairs N "
-                        "--max-pairs N --looks 1)")
+                   help="a fixed number of pairs, one look at 95 %% (--min-pairs N --max-pairs N --looks 1)")
     p.add_argument("--margin", type=float, default=0.05,
                    help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
     p.add_argument("--budget-min", type=float, default=8.0,
@@ -211,7 +213,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.min_pairs = args.max_pairs = args.repeat
         args.looks = 1
     try:
-        args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin)
+        args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin,
+                             paired=not args.unpaired)
     except ValueError as exc:
         p.error(str(exc))
     if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
@@ -275,7 +278,8 @@ def main(argv=None) -> int:
         cluster.down(quiet=True)
     total = time.monotonic() - t_start
     header = (f"Stacks {', '.join(args.stack)} (baseline {args.baseline}); looks after "
-              f"{', '.join(map(str, args.design.looks))} pairs, margin ±{100 * args.margin:g} %, "
+              f"{', '.join(map(str, args.design.looks))} pairs ({'pair by pair' if args.design.paired else 'two samples'}), "
+              f"margin ±{100 * args.margin:g} %, "
               f"{args.target_s:g} s per launch. Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x "
               f"{nt.cores_per_socket} cores x {nt.threads_per_core} PUs), corespec "
               f"k={nt.corespec.get('cores_per_socket')}. Total {total:.0f} s.")

@@ -45,7 +45,8 @@ def verdicts(report: dict) -> list[tuple[str, str, str]]:
     out = []
     for row in report.get("verdicts") or []:
         for v in (row.get("vs") or {}).values():
-            out.append((str(row.get("case")), str(row.get("var")), str(v.get("verdict"))))
+            # a call may carry its reason after a colon ("inconclusive: 96.9 % interval: ...")
+            out.append((str(row.get("case")), str(row.get("var")), str(v.get("verdict")).split(":")[0]))
     return out
 
 

@@ -45,6 +45,9 @@ class Progress:
     max_pairs: int
     look: str = ""
     later_s: float = 0.0            # estimate for the looks after this one
+    offset: int = 0                 # pairs of earlier looks: a session's repeat 0 is pair offset + 1
+    more: float = 0.0               # cases of this look's later session, per case of this one
+    unit: str = "pair"              # what a repeat index counts: a pair of launches, or a repeat
     done: int = 0
     tty: bool = field(default_factory=lambda: sys.stderr.isatty())
 
@@ -65,14 +68,14 @@ class Progress:
         if kind == "RUN":
             if not t_case:
                 t_case[:] = [time.monotonic()]      # the session's first case
-            k = f", repeat {int(rep.group(1)) + 1} of at most {self.max_pairs}" if rep else ""
+            k = f", {self.unit} {self.offset + int(rep.group(1)) + 1} of at most {self.max_pairs}" if rep else ""
             self.line(f"  {self.look}: {check} [{stack}]{k}; elapsed {fmt_s(elapsed)}")
             return
         if i and n:
             # the session's own pace: under the asynchronous policy ReFrame announces every case
             # (RUN) long before its job runs, so the time since a case's RUN line means nothing
             session_s = time.monotonic() - (t_case[0] if t_case else self.t0)
-            left = (int(n) - int(i)) * session_s / int(i) + self.later_s
+            left = (int(n) * (1 + self.more) - int(i)) * session_s / int(i) + self.later_s
             self.line(f"  {self.look}: {kind.lower()} {check} [{stack}] ({i}/{n}); elapsed {fmt_s(elapsed)}, "
                       f"about {fmt_s(left)} left")
         if kind == "FAIL" and self.tty:
@@ -183,6 +186,18 @@ def merge(docs: list[dict], offsets: list[int], record: dict) -> dict:
     return out
 
 
+def merge_sessions(docs: list[dict]) -> dict:
+    """The sessions of one look as one report: their runs, and their case counts added up."""
+    out = merge(docs, [0] * len(docs), {})
+    del out["stackproof"]
+    info = out["session_info"]
+    for k in ("num_cases", "num_failures", "num_skipped"):
+        vals = [(d.get("session_info") or {}).get(k) for d in docs]
+        if all(isinstance(v, int) for v in vals):
+            info[k] = sum(vals)
+    return out
+
+
 def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[str], int, int]:
     """The test cases (display name without the repeat) with a stack-comparison metric whose call is
     not yet known, and (decided, total) metric counts."""
@@ -245,10 +260,29 @@ def case_pattern(case: str) -> str:
     return f"^{re.escape(check)}" + (looks if looks else "(%|$)")
 
 
+def pair_orders(stacks: list[str], offset: int, add: int) -> list[tuple[list[str], list[int]]]:
+    """The sessions of one look: (stack order, the session's own repeat indices it runs). Pairs
+    alternate A B, B A, A B, ... by their index over the whole comparison (offset + local index), so
+    that what the first or the second launch of a pair gets for being first or second (measured here
+    in an A/A run with A always first: AMG's setup 7 % slower second, OSU's latency 8 % faster) falls
+    on each stack equally often and cancels instead of becoming a difference. ReFrame runs a session's
+    stacks in one order (its partition's environments), hence one session per order."""
+    ab = [i for i in range(add) if (offset + i) % 2 == 0]
+    ba = [i for i in range(add) if (offset + i) % 2 == 1]
+    return [(order, idx) for order, idx in ((list(stacks), ab), (list(reversed(stacks)), ba)) if idx]
+
+
+def repeat_excludes(keep: list[int], add: int) -> list[str]:
+    """ReFrame -x options leaving only these repeat indices of 0..add-1 (ReFrame matches the display
+    name without spaces)."""
+    drop = [i for i in range(add) if i not in keep]
+    return ["-x", f"%repeat_index=({'|'.join(map(str, drop))})(%|$)"] if drop else []
+
+
 def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budget_s: float,
                    extra: list[str]) -> tuple[dict, list[dict], str]:
-    """The looks: pairs up to each look, then only the checks still undecided. Returns (merged report
-    without record, look records, summary)."""
+    """The looks: pairs up to each look, then only the checks still undecided; each look's pairs in
+    alternating order (pair_orders). Returns (merged report without record, look records, summary)."""
     docs, offsets, looks = [], [], []
     open_: set[str] = set()
     names = [f"^{c}" for c in STACK_CHECKS]
@@ -265,20 +299,31 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
                 looks.append({"index": i, "pairs": pairs, "estimate_s": round(need),
                               "skipped": f"budget {budget_s:.0f} s would be exceeded (about {need:.0f} s more)"})
                 break
-        report = out / f"reframe-look{i}.json"
-        report.unlink(missing_ok=True)
         progress.look = f"look {i}/{len(design.looks)} ({pairs} pairs)"
+        progress.offset = done_pairs
         progress.later_s = (look_estimate(docs[-1], open_, looks[-1]["pairs_added"], looks[-1]["wall_s"],
                                           design.max_pairs - pairs) if looks else 0.0)
-        rc, wall = run_reframe(env, stacks, names, add, report, out / "reframe.log", progress, extra)
-        if not report.is_file():
-            raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
-        docs.append(load_report(report))
+        sessions, wall, rcs = pair_orders(stacks, done_pairs, add), 0.0, []
+        for j, (order, keep) in enumerate(sessions):
+            report = out / f"reframe-look{i}{'ab'[j] if len(sessions) > 1 else ''}.json"
+            report.unlink(missing_ok=True)
+            later = sum(len(k) for _, k in sessions[j + 1:])
+            progress.more = later / len(keep)
+            once = ["-x", "^(?!.*%repeat_index=)"] if j else []   # checks without repeats: first session only
+            rc, w = run_reframe(env, order, names, add, report, out / "reframe.log", progress,
+                                [*extra, *repeat_excludes(keep, add), *once])
+            if not report.is_file():
+                raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
+            sessions[j] = (order, keep, load_report(report))
+            wall, rcs = wall + w, rcs + [rc]
+        docs.append(merge_sessions([doc for *_, doc in sessions]))
         offsets.append(done_pairs)
         done_pairs = pairs
         merged = merge(docs, offsets, {})
         open_, n_dec, n = undecided_checks(merged, stacks, design)
-        looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1), "rc": rc,
+        looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1),
+                      "rc": max(rcs), "sessions": [{"order": o, "repeats": [done_pairs - add + k for k in keep]}
+                                                   for o, keep, _ in sessions],
                       "decided": n_dec, "metrics": n, "undecided": len(open_), "checks": sorted(open_)})
         print(f"  look {i}: {pairs} pairs, {n_dec} of {n} metrics decided ({fmt_s(wall)})", file=sys.stderr)
         if not open_:
@@ -299,7 +344,7 @@ def node_checks(env: dict, out: Path, stack: str, profile: str, repeat: int, ext
         names += [f"^{c}" for c in BASELINE_NODE_CHECKS]
     report = out / f"reframe-node-{profile}.json"
     report.unlink(missing_ok=True)
-    progress = Progress(time.monotonic(), repeat, look=f"node checks under {profile}")
+    progress = Progress(time.monotonic(), repeat, look=f"node checks under {profile}", unit="repeat")
     rc, wall = run_reframe({**env, "STACKPROOF_NOISE_STACK": stack}, [stack], names, repeat, report,
                            out / "reframe.log", progress, extra)
     if not report.is_file():

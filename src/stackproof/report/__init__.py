@@ -5,7 +5,8 @@ sessions of the results database; `--compare` finds them in the database. Output
 `report.html` (self-contained), `report.md` (figures in img/) and `report.json` (the numbers).
 
   rows.py      read reports/sessions once into cases; labels and sessions; rows of samples
-  stats.py     medians, spread, Hodges-Lehmann ratio with an exact Mann-Whitney interval, the sequential design
+  stats.py     medians, spread, Hodges-Lehmann ratios with exact Mann-Whitney (two samples) or
+               signed-rank (pairs) intervals, the sequential design
   verdict.py   the per-metric call and the verdict table (first in the report); node checks; bandwidth
                as a fraction of the memory-copy bandwidth
   runinfo.py   what the acceptance driver recorded: provenance per stack, harness vs benchmark time

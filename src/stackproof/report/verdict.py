@@ -11,14 +11,14 @@ ReFrame run measured anything at all is its *run outcome* (stackproof.report.out
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from stackproof.report.curves import headline_var, size_of_var
 from stackproof.report.rows import by_key, why_not_measured
 from stackproof.report.sections import Context, Section, Table, fmt
-from stackproof.report.stats import LEVEL, Design, ratio_interval, summarize
+from stackproof.report.stats import LEVEL, Design, paired_ratio_interval, ratio_interval, summarize
 
 BETTER, WORSE, SAME, INCONCLUSIVE, NO_VERDICT = "better", "worse", "no difference", "inconclusive", "no verdict"
 DECIDED = (BETTER, WORSE, SAME, "higher", "lower")
@@ -51,42 +51,85 @@ def call(lo: float, hi: float, better: str | None, margin: float) -> str:
     return INCONCLUSIVE
 
 
-def judge(baseline, other, better: str | None, design: Design = ONE_LOOK) -> Comparison:
+def judge(baseline, other, better: str | None, design: Design = ONE_LOOK, level: float | None = None,
+          paired: bool = False) -> Comparison:
+    """The comparison of two stacks' launches at `level` (default: the design's). paired: baseline[i]
+    and other[i] were launched one after the other (signed-rank on the per-pair ratios)."""
     b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
     mb, mo = float(np.median(b)), float(np.median(o))
     pct = 100.0 * (mo - mb) / mb if mb else None
-    got = ratio_interval(b, o, design.level)
+    level = design.level if level is None else level
+    got = paired_ratio_interval(b, o, level) if paired else ratio_interval(b, o, level)
     if got is None:
         return Comparison(mo / mb if mb else None, None, None, None, pct, NO_VERDICT,
                           "values <= 0: a ratio is not defined")
     ratio, lo, hi, cov = got
     if lo is None:
-        return Comparison(ratio, None, None, None, pct, NO_VERDICT,
-                          f"too few repeats (n={len(b)} and {len(o)}) for an interval")
+        what = f"n={len(b)} pairs" if paired else f"n={len(b)} and {len(o)}"
+        return Comparison(ratio, None, None, None, pct, NO_VERDICT, f"too few repeats ({what}) for an interval")
     return Comparison(ratio, lo, hi, cov, pct, call(lo, hi, better, design.margin))
+
+
+def pairs_of(row, baseline: str, other: str) -> dict[int, tuple[float, float]] | None:
+    """repeat index -> (baseline, other) for the indices both stacks launched; None when a stack
+    lacks indices or repeats one (then the launches cannot be paired)."""
+    out = []
+    for s in (baseline, other):
+        idx = row.repeats.get(s) or []
+        if len(idx) != len(row.samples[s]) or any(not isinstance(i, int) for i in idx) or len(set(idx)) != len(idx):
+            return None
+        out.append(dict(zip(idx, row.samples[s])))
+    return {i: (out[0][i], out[1][i]) for i in sorted(set(out[0]) & set(out[1]))}
 
 
 def sequential_judge(row, baseline: str, other: str, design: Design) -> tuple[Comparison, list[int]]:
     """The call as the sequential design makes it: at each look, the launches of the first `look`
-    pairs (repeat index below it); the first look that decides is the call, later launches (run for
-    another metric of the same check) do not reopen it. Without looks, or without repeat indices,
-    every launch at once. Returns the comparison and [n baseline, n other]."""
+    pairs (repeat index below it) at that look's level; the first look that decides is the call,
+    later launches (run for another metric of the same check) do not reopen it. A look whose
+    interval falls short of its level (a launch missing) decides nothing. Without looks, or without
+    repeat indices, every launch at once (two samples). Returns the comparison and [n baseline,
+    n other] (for pairs: [pairs, pairs])."""
     base, oth = row.samples[baseline], row.samples[other]
     reps = (row.repeats.get(baseline) or [None]) + (row.repeats.get(other) or [None])
     if design.looks == (0,) or any(not isinstance(i, int) for i in reps):
         return judge(base, oth, row.better, design), [len(base), len(oth)]
+    pairs = pairs_of(row, baseline, other) if design.paired else None
     c, n = None, [0, 0]
-    for look in design.looks:
-        b = [v for v, i in zip(base, row.repeats[baseline]) if i < look]
-        o = [v for v, i in zip(oth, row.repeats[other]) if i < look]
-        if not b or not o or (c is not None and [len(b), len(o)] == n):
-            continue                       # nothing new at this look
-        c, n = judge(b, o, row.better, design), [len(b), len(o)]
+    for look, (by_pair, level) in zip(design.looks, design.plan):
+        by_pair = by_pair and pairs is not None
+        if by_pair:
+            chosen = [p for i, p in pairs.items() if i < look]
+            b, o = [p[0] for p in chosen], [p[1] for p in chosen]
+        else:
+            b = [v for v, i in zip(base, row.repeats[baseline]) if i < look]
+            o = [v for v, i in zip(oth, row.repeats[other]) if i < look]
+        if level is None or not b or not o or (c is not None and [len(b), len(o)] == n):
+            continue                       # this look cannot call, or nothing new at it
+        c, n = judge(b, o, row.better, design, level, paired=by_pair), [len(b), len(o)]
+        if c.level is not None and c.level < level - 1e-9 and decided(c.verdict):
+            c = replace(c, verdict=INCONCLUSIVE, why=f"{100 * c.level:.1f} % interval: below this look's "
+                                                      f"{100 * level:.1f} %")
         if decided(c.verdict):
             break
     if c is None:
         return judge(base, oth, row.better, design), [len(base), len(oth)]
     return c, n
+
+
+def pairs_to_decide(lo: float, hi: float, n: int, margin: float) -> int | None:
+    """About how many pairs an inconclusive metric would need at the spread its launches showed: an
+    interval's width shrinks as 1/sqrt(n), so the pairs at which it would either fit inside the margin
+    around its centre or leave 1 out, whichever comes first. A projection, not a promise; None beyond
+    10,000 pairs or for an interval of zero width."""
+    half = (np.log(hi) - np.log(lo)) / 2
+    centre = abs(np.log(hi) + np.log(lo)) / 2
+    if half <= 0 or n < 1:
+        return None
+    room = [x for x in (np.log1p(margin) - centre, centre) if x > 0]
+    if not room:
+        return None
+    need = int(np.ceil(n * (half / max(room)) ** 2))
+    return need if need <= 10_000 else None
 
 
 def decided(verdict: str) -> bool:
@@ -148,6 +191,8 @@ def verdict_rows(ctx: Context) -> list[dict]:
             c, n = sequential_judge(r, ctx.baseline, s, ctx.design)
             row["vs"][s] = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "pct": c.pct,
                             "n": n, "verdict": c.verdict + (f": {c.why}" if c.why else "")}
+            if c.verdict == INCONCLUSIVE and c.lo is not None:
+                row["vs"][s]["decide_pairs"] = pairs_to_decide(c.lo, c.hi, min(n), ctx.design.margin)
         out.append(row)
     return out
 
@@ -175,7 +220,7 @@ def in_words(rows: list[dict], others: list[str], baseline: str) -> str:
     out = []
     for o in others:
         calls = [r["vs"][o]["verdict"] for r in rows]
-        calls = ["not measured" if c.startswith("not measured") else c for c in calls]
+        calls = ["not measured" if c.startswith("not measured") else c.split(":")[0] for c in calls]
         order = (BETTER, WORSE, "higher", "lower", SAME, INCONCLUSIVE, NO_VERDICT, "not measured")
         counts = [f"{calls.count(c)} {c}" for c in order if calls.count(c)]
         out.append(f"{o} against {baseline}, {len(calls)} metrics: {', '.join(counts)}.")
@@ -188,10 +233,12 @@ def verdict_section(ctx: Context) -> Section:
     ctx.data["design"] = ctx.design.as_dict()
     others = [s for s in ctx.stacks if s != ctx.baseline]
     level = ctx.design.level
+    levels = {round(x, 4) for x in ctx.design.levels if x is not None} if ctx.design.looks != (0,) else {level}
+    ci = f"{100 * level:.1f} % CI" if len(levels) <= 1 else f"CI, at least {100 * level:.1f} %"
     header = ["metric"]
     for o in others:
         header += ["verdict" if len(others) == 1 else f"verdict {o}",
-                   f"{o} / {ctx.baseline} [{100 * level:.1f} % CI]", "n pairs"]
+                   f"{o} / {ctx.baseline} [{ci}]", "n pairs"]
     header += [f"{s} median [min–max]" for s in ctx.stacks]
     table = []
     for r in rows:
@@ -208,24 +255,51 @@ def verdict_section(ctx: Context) -> Section:
                      f"{v['ratio']:.3g} [no interval]" if v.get("ratio") is not None else "-")
             if v.get("level") is not None and v["level"] < level - 1e-9:
                 ratio += f" ({100 * v['level']:.0f} % level)"
-            cells += [(verdict, css), ratio, str(min(v.get("n") or [0]))]
+            n_text = str(min(v.get("n") or [0]))
+            if v.get("decide_pairs"):
+                n_text += f" (about {v['decide_pairs']} would decide)"
+            cells += [(verdict, css), ratio, n_text]
         for s in ctx.stacks:
             st = r["stacks"][s]
             cells.append((f"not measured ({_short(st['not_measured'])})", "nm") if "not_measured" in st else
                          f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
         table.append(cells)
     d = ctx.design
-    looks = ("one look" if d.looks == (0,) else
-             f"looks after {', '.join(map(str, d.looks))} pairs, each at {100 * level:.1f} % (Bonferroni: "
-             f"{100 * d.alpha:.0f} % / {len(d.looks)} looks)")
+    if d.looks == (0,):
+        looks = "one look"
+    elif d.paired:
+        looks = ("looks after " + ", ".join(
+            f"{n} pairs ({'-' if lv is None else f'{100 * lv:.1f} %'}, {'pair by pair' if p else 'two samples'})"
+            for n, (p, lv) in zip(d.looks, d.plan))
+            + f"; each look's level is the exact level of its interval, and their alphas add up to at most "
+              f"{100 * d.alpha:.0f} %")
+    else:
+        looks = (f"looks after {', '.join(map(str, d.looks))} pairs at "
+                 f"{', '.join('-' if x is None else f'{100 * x:.1f} %' for x in d.levels)} (their alphas add up "
+                 f"to at most {100 * d.alpha:.0f} %)")
+    method = ("pair by pair, the ratio other / baseline of each pair of launches (one right after the other, "
+              "the order alternating, so a slow spell of the host that covers both cancels), Hodges-Lehmann "
+              "over the pairs with its exact distribution-free interval (Wilcoxon signed-rank); at a look with "
+              "too few pairs for that, the two stacks' launches as two samples (Hodges-Lehmann on log values, "
+              "Mann-Whitney interval)" if d.paired else
+              "the ratio other / baseline (Hodges-Lehmann on log values) with its exact distribution-free "
+              "interval (Mann-Whitney)")
     text = [in_words(rows, others, ctx.baseline)] if rows else []
-    text += [f"Baseline: {ctx.baseline}. Per metric: the ratio other / baseline (Hodges-Lehmann on log values) "
-            f"with its exact distribution-free interval (Mann-Whitney), {looks}. Verdict: better or worse when "
+    text += [f"Baseline: {ctx.baseline}. Per metric: {method}, {looks}. Verdict: better or worse when "
             f"the interval excludes 1 (in the direction the check declares), no difference when it lies "
             f"inside ±{100 * d.margin:.0f} %, inconclusive otherwise (more launches would be needed). "
             "n pairs: the launches the call rests on (the first look that decided it; a later look run for "
-            "another metric of the same check does not reopen it); the medians show every launch. "
+            "another metric of the same check does not reopen it), and for an inconclusive metric about how "
+            "many pairs would decide it at the spread its launches showed (option --max-pairs); the medians show "
+            "every launch. "
             "Node checks, which run with one stack, are in their own section below."]
+    compared = [r for r in rows if any(not v["verdict"].startswith("not measured") for v in r["vs"].values())]
+    spent = sum(1 - x for x in d.levels if x is not None) if d.looks != (0,) else d.alpha
+    if len(compared) >= 5:
+        text.append(f"Each metric is called better or worse wrongly at most {100 * spent:.1f} % of the time, so of "
+                    f"{len(compared)} metrics of two identical stacks about {len(compared) * spent:.1f} would still "
+                    "be called different: a single better or worse among many is weak evidence on its own (look at "
+                    "its interval, its spread and the metrics of the same benchmark).")
     missing = unmeasured_benchmarks(ctx)
     if missing:
         text.append(f"Measured by no stack (see Skipped and Failed checks): {', '.join(missing)}.")
