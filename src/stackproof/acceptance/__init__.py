@@ -10,7 +10,7 @@ per core-specialization profile: the test cluster up under it, an MPI smoke job 
 application core, each rank's CPU checked) and the node checks of that profile (FWQ x injected
 signature, core specialization; binding under baseline), one ReFrame session each, with the
 baseline stack; an MPI smoke across 3 namespaced nodes; then the stack comparison in looks
-(suite.py): pairs of launches A B A B ... until every metric's verdict is known (docs/performance.md),
+(suite.py): pairs of launches A B, B A, ... until every metric's verdict is known (docs/performance.md),
 benchmarks sized by time (--target-s per launch). Then the noise hunt, the noise projection and
 `stackproof report`. Each step prints `[i/n] step ... ok (s)`, the ReFrame sessions a live line.
 SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,

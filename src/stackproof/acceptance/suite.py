@@ -1,9 +1,9 @@
-"""The ReFrame part of `make acceptance`: stack comparisons in looks (interleaved pairs of launches
+"""The ReFrame part of `make acceptance`: stack comparisons in looks (pairs of launches, A B then B A,
 until each metric's verdict is known) and the node checks once per core-specialization profile.
 
 run_reframe() is the one place that calls reframe-tests/run.py (one ReFrame session on the test
-cluster as it is now, i.e. under the profile it was brought up with). Each look is one session;
-their reports are merged into one reframe-report.json with a `stackproof` record (design, timing,
+cluster as it is now, i.e. under the profile it was brought up with). Each look is one session per
+pair order (A B pairs, then B A pairs); their reports are merged into one reframe-report.json with a `stackproof` record (design, timing,
 provenance) that `stackproof report` reads.
 """
 from __future__ import annotations

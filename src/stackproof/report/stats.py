@@ -132,8 +132,8 @@ def paired_ratio_interval(baseline, other, level: float = LEVEL):
     the other: the Hodges-Lehmann estimate of the per-pair log ratios d_i (median of the Walsh averages
     (d_i + d_j) / 2, i <= j) and the exact Wilcoxon signed-rank interval [W(k), W(N+1-k)]. A slow
     spell of the host that covers both launches of a pair cancels in d_i. Valid when d_i is symmetric
-    about the true log ratio, which interleaving gives an A/A comparison by construction. Same
-    conventions as ratio_interval."""
+    about the true log ratio: an A/A comparison whose pairs alternate their order (A B, B A, ...) has
+    it by construction, an order effect included. Same conventions as ratio_interval."""
     b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
     if len(b) == 0 or len(b) != len(o) or (b <= 0).any() or (o <= 0).any() or not np.isfinite(np.r_[b, o]).all():
         return None
