@@ -303,7 +303,7 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
         progress.offset = done_pairs
         progress.later_s = (look_estimate(docs[-1], open_, looks[-1]["pairs_added"], looks[-1]["wall_s"],
                                           design.max_pairs - pairs) if looks else 0.0)
-        sessions, wall, rcs = pair_orders(stacks, done_pairs, add), 0.0, []
+        sessions, look_docs, wall, rcs = pair_orders(stacks, done_pairs, add), [], 0.0, []
         for j, (order, keep) in enumerate(sessions):
             report = out / f"reframe-look{i}{'ab'[j] if len(sessions) > 1 else ''}.json"
             report.unlink(missing_ok=True)
@@ -314,16 +314,16 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
                                 [*extra, *repeat_excludes(keep, add), *once])
             if not report.is_file():
                 raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
-            sessions[j] = (order, keep, load_report(report))
+            look_docs.append(load_report(report))
             wall, rcs = wall + w, rcs + [rc]
-        docs.append(merge_sessions([doc for *_, doc in sessions]))
+        docs.append(merge_sessions(look_docs))
         offsets.append(done_pairs)
         done_pairs = pairs
         merged = merge(docs, offsets, {})
         open_, n_dec, n = undecided_checks(merged, stacks, design)
         looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1),
                       "rc": max(rcs), "sessions": [{"order": o, "repeats": [done_pairs - add + k for k in keep]}
-                                                   for o, keep, _ in sessions],
+                                                   for o, keep in sessions],
                       "decided": n_dec, "metrics": n, "undecided": len(open_), "checks": sorted(open_)})
         print(f"  look {i}: {pairs} pairs, {n_dec} of {n} metrics decided ({fmt_s(wall)})", file=sys.stderr)
         if not open_:

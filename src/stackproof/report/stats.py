@@ -74,10 +74,15 @@ def _u_cdf_at(m: int, n: int, u: int) -> float:
 
 def interval_rank(m: int, n: int, level: float = LEVEL) -> tuple[int, float]:
     """(k, coverage) of the interval [D(k), D(mn+1-k)]: the largest k reaching `level`, else k = 1."""
-    best = (1, float(1 - 2 * _u_cdf_at(m, n, 0)))
-    k = 1
-    while k <= (m * n) // 2:
-        cov = 1 - 2 * _u_cdf_at(m, n, k - 1)
+    return _widest_rank(lambda u: _u_cdf_at(m, n, u), (m * n) // 2, level)
+
+
+def _widest_rank(null_cdf, k_max: int, level: float) -> tuple[int, float]:
+    """The largest k <= k_max whose interval [X(k), X(N+1-k)] covers 1 - 2 P(S <= k-1) >= level under
+    the statistic's null CDF, else k = 1 with its (lower) coverage: shared by both exact intervals."""
+    best, k = (1, float(1 - 2 * null_cdf(0))), 1
+    while k <= k_max:
+        cov = 1 - 2 * null_cdf(k - 1)
         if cov < level:
             break
         best = (k, float(cov))
@@ -117,14 +122,7 @@ def signed_rank_rank(n: int, level: float = LEVEL) -> tuple[int, float]:
     if n < 1:
         return 1, 0.0
     cdf = _t_cdf(n)
-    best, k = (1, float(1 - 2 * cdf[0])), 1
-    while k <= len(cdf) // 2:
-        cov = 1 - 2 * cdf[k - 1]
-        if cov < level:
-            break
-        best = (k, float(cov))
-        k += 1
-    return best
+    return _widest_rank(cdf.__getitem__, len(cdf) // 2, level)
 
 
 def paired_ratio_interval(baseline, other, level: float = LEVEL):
