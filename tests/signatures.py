@@ -17,8 +17,13 @@ LENGTH_MARGIN = 0.8     # a detour of the source lasts at least 80 % of its dura
 PERIOD_MARGIN = 0.01    # the source's period, known to 1 % (its timer and FWQ's clock differ by ppm)
 PHASE_WINDOW = 0.02     # detours of one source fall within +-2 % of a period of their phase, or
                         # +-2 quanta (a detour is dated by the start of its sample), the larger
-SOURCE_FILL = 0.6       # measured (grid phase, 15 runs under load): the injector's core 0.82-1.00,
-                        # the other core 0.00-0.22, the application core under corespec 0.00-0.08
+SOURCE_FILL = 0.6       # measured (grid phase, detours over the running-median baseline; 26 runs of
+                        # mpirun and fwq-th, 10 of them under stress-ng --cpu 2, + 9 of the live tests
+                        # with srun): the injector's core 0.94-1.00, the other core 0.00-0.14, the
+                        # application core under corespec 0.00-0.30 (srun: daemons the burst displaces
+                        # from CPU 0 land on CPU 1 at its phase). Over one median per core, a VM whose
+                        # loop speed jumps 1.8x gave the injector's core 0.00-0.11 (tests/signatures.py
+                        # history, docs/noise.md "detour").
 MARGIN = 0.25           # a core without the source fills at least this much less than one with it
 
 

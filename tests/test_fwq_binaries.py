@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -38,39 +39,43 @@ def test_threads_mode_writes_a_valid_trace(tmp_path):
     assert t.ticks.sum(dtype=np.int64) == t.ranks[0]["end_ticks"] - t.ranks[0]["t0_ticks"]
 
 
-CALIBRATIONS = 12        # tries before a calibration bug is called
-TOLERANCE = 0.01         # what fwq promises: the quantum within 1 %
-GROSS = 0.40             # no run may be off by more: measured under load, co-tenants slowed runs by <= 18 %
+CALIBRATION_TRIES = 60      # tries before a calibration bug is called ...
+CALIBRATION_BUDGET_S = 120  # ... or this much time (a try takes 1-2 s)
+TOLERANCE = 0.01            # what fwq promises: the quantum within 1 %
 
 
 @pytest.mark.parametrize("timer", ["monotonic_raw", "tsc"])
 def test_quantum_calibration_within_one_percent(tmp_path, timer):
-    """fwq calibrates its work loop to the quantum within 1 %. On a shared 2-vCPU machine a co-tenant on
-    the sibling hyperthread changes the loop's *speed* by 10-18 % for a while: a calibration made in a
-    slow moment counts too few iterations, samples run in a slow moment last too long (measured with
-    five helpers loading the machine: the median of 5 calibrations was off by more than 1 %). Noise only
-    ever slows the loop, and it comes and goes; a calibration bug is systematic and shows in every run.
-    So the signature is the best of up to CALIBRATIONS runs: one run whose own calibration error and
-    whose trace's undisturbed samples (10th percentile, computed here) both land within 1 % of the
-    quantum -- which a wrong calibration cannot produce however quiet the machine -- and no run off by
-    more than GROSS (a wrong unit or factor)."""
+    """fwq calibrates its work loop to the quantum within 1 %. On this shared 2-vCPU VM the loop's speed
+    is not one number: a co-tenant on the host takes the hyperthread beside a vCPU and leaves again, and
+    the same loop runs up to 1.8x faster or slower from one 10 ms to the next (measured: 20 tries, 3 to
+    8 within 1 %, the others 20-50 % off in both directions; a fresh clone's CI saw 6 in a row off by
+    20-44 %). Neither direction is a bug, and no per-run bound holds. What a calibration bug cannot
+    produce, however the host behaves, is a run whose own calibration check and whose trace both land
+    within 1 % of the quantum: the trace's undisturbed samples (10th percentile of the calibrated CPU,
+    computed here) would miss by the bug's factor. So the signature is the first such run among up to
+    CALIBRATION_TRIES, and the failure message lists every try."""
     if timer == "tsc" and os.uname().machine != "x86_64":
         pytest.skip("TSC timer is x86-64 only")
-    seen = []
-    for i in range(CALIBRATIONS):
+    seen, start = [], time.monotonic()
+    for i in range(CALIBRATION_TRIES):
         # nice -20 in its own autogroup: co-tenants of this shared machine would otherwise hit most samples
-        t = run_fwq(tmp_path / f"q{i}.dat", 400, launcher=[], mode="threads", quantum="1ms", timer=timer, nice=-20)
+        t = run_fwq(tmp_path / f"q{i % 2}.dat", 200, launcher=[], mode="threads", quantum="1ms", timer=timer,
+                    nice=-20)
         assert t.meta["quantum_target_ns"] == 1_000_000
         if timer == "tsc":
             assert t.meta["ticks_per_second"] == pytest.approx(t.meta["tsc_hz"])
         error = t.meta["calibration_error"]
-        p10 = np.percentile(t.durations_us(), 10) / 1000 - 1
+        p10 = np.percentile(t.durations_us()[0], 10) / 1000 - 1   # rank 0 runs where fwq calibrated
         seen.append((round(error, 4), round(float(p10), 4)))
-        assert abs(error) <= GROSS and abs(p10) <= GROSS, seen
         if abs(error) <= TOLERANCE and abs(p10) <= TOLERANCE:
+            print(f"\n[{timer}] calibrated within 1 % at try {i + 1}: {seen}")
             break
+        if time.monotonic() - start > CALIBRATION_BUDGET_S:
+            pytest.fail(f"no run in {CALIBRATION_BUDGET_S} s ({i + 1} tries) calibrated the 1 ms quantum within "
+                        f"1 % (calibration error, trace p10 error): {seen}")
     else:
-        pytest.fail(f"no run of {CALIBRATIONS} calibrated the 1 ms quantum within 1 % "
+        pytest.fail(f"no run of {CALIBRATION_TRIES} calibrated the 1 ms quantum within 1 % "
                     f"(calibration error, trace p10 error): {seen}")
 
 
@@ -137,11 +142,14 @@ def test_injector_reports_achieved_duty_cycle():
     # that waited ~0.5 s for a CPU on a loaded machine started past its deadline: 1 event, 24 missed.)
     slots = cpu["events"] + cpu["missed"]
     assert 23 <= slots <= 26 and cpu["events"] >= slots - 3, cpu
-    # each event spins its 2 ms at least (preemption only adds); the duty cycle is what was spun
-    assert cpu["busy_s"] >= cpu["events"] * 0.002 * 0.999
+    # each event holds its CPU for its 2 ms (to its scheduled end); time past the end, when the vCPU
+    # was taken away inside a burst, is reported apart
+    assert cpu["busy_s"] == pytest.approx(cpu["events"] * 0.002, rel=1e-3)
+    assert cpu["overrun_s"] >= 0
     assert rep["duty_cycle"] == pytest.approx(cpu["busy_s"] / cpu["elapsed_s"], rel=1e-3)
     assert rep["duty_cycle"] >= 0.1 * cpu["events"] / 25 * 0.95
-    assert cpu["cpu_s"] <= cpu["busy_s"] * 1.1 + 0.002  # thread CPU time: bursts + wake-up overhead
+    # thread CPU time: bursts + wake-up overhead (+ what the host took inside a burst)
+    assert cpu["cpu_s"] <= (cpu["busy_s"] + cpu["overrun_s"]) * 1.1 + 0.002
 
 
 def test_injector_scaled_and_unscaled_distribution():

@@ -2,8 +2,9 @@
 
 Definitions (docs/noise.md explains the choices):
   noise_fraction  sum(sample - core minimum) / sum(samples): the share of time lost above the best case
-  detour          a sample whose excess over the core's median exceeds a threshold (default: the
-                  largest of 8 robust sigmas, 2 % of the median and 1 us); back-to-back detour
+  detour          a sample whose excess over its baseline (the running median of the 31 samples
+                  around it) exceeds a threshold (default: the largest of 8 robust sigmas of the
+                  samples around their baseline, 2 % of the median and 1 us); back-to-back detour
                   samples merge into one event whose duration is their summed excess
   period          the dominant periodic detour signature: the period with the strongest phase
                   coherence (Rayleigh statistic) among detours of similar duration; its detour_us is the
@@ -61,10 +62,33 @@ class CoreStats:
 
 # ------------------------------------------------------------------ detours
 
-def detour_threshold_us(durations_us: np.ndarray) -> float:
-    median = float(np.median(durations_us))
-    sigma = 1.4826 * float(np.median(np.abs(durations_us - median)))
-    return max(8 * sigma, 0.02 * median, 1.0)
+BASELINE_WINDOW = 31    # samples in the running median that is a core's undisturbed speed
+
+
+def baseline_us(durations_us: np.ndarray, window: int = BASELINE_WINDOW) -> np.ndarray:
+    """The undisturbed duration of each sample: the running median of the `window` samples around it
+    (the whole core's median for a shorter trace). Not one median per core: on a VM the loop's speed
+    changes by up to 1.8x from one moment to the next (measured here: a co-tenant on the host takes
+    the hyperthread beside the vCPU, then leaves), and against a median taken over both speeds a
+    burst on a fast stretch looks short while the slow stretch looks like one long detour. A median
+    filter keeps such steps sharp and drops isolated long samples (a detour spans a sample or two)."""
+    d = np.asarray(durations_us, dtype=np.float64)
+    if d.size <= window:
+        return np.full(d.shape, float(np.median(d)) if d.size else 0.0)
+    half = window // 2
+    padded = np.pad(d, half, mode="reflect")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, window), axis=1)
+
+
+def detour_threshold_us(durations_us: np.ndarray, baseline: np.ndarray | None = None) -> float:
+    """How far above its baseline a sample must be to count as a detour: the largest of 8 robust sigmas
+    of the samples around their baseline, 2 % of the median and 1 us."""
+    d = np.asarray(durations_us, dtype=np.float64)
+    if d.size == 0:
+        return 1.0
+    base = baseline_us(d) if baseline is None else baseline
+    sigma = 1.4826 * float(np.median(np.abs(d - base)))
+    return max(8 * sigma, 0.02 * float(np.median(d)), 1.0)
 
 
 def find_detours(durations_us: np.ndarray, starts_us: np.ndarray | None = None,
@@ -73,9 +97,10 @@ def find_detours(durations_us: np.ndarray, starts_us: np.ndarray | None = None,
     d = np.asarray(durations_us, dtype=np.float64)
     if starts_us is None:
         starts_us = np.concatenate(([0.0], np.cumsum(d[:-1])))
+    base = baseline_us(d)
     if threshold_us is None:
-        threshold_us = detour_threshold_us(d)
-    excess = d - np.median(d)
+        threshold_us = detour_threshold_us(d, base)
+    excess = d - base
     hit = excess > threshold_us
     if not hit.any():
         return np.empty(0), np.empty(0)
