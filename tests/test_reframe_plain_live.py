@@ -29,6 +29,17 @@ EXPECTED_SKIPS = re.compile(
     r"not measured: |size=paper is the per-node problem of real nodes")
 
 
+# Debian's Open MPI 4.1.4 under Slurm 22.05's PMIx, on the emulated nodes: 1-3 % of 3-node launches lose
+# one rank in MPI_Init (measured: 6 of 300, 8 of 324, 4 of 400 launches of mpi_identity; every core dump
+# the same: the TCP BTL hands a peer's first MPI message, tag 0x41 = ob1 MATCH, to a callback ob1 has not
+# registered yet, while this rank still waits in the modex fence; docs/reframe.md "Known upstream
+# races"). ReFrame's own --max-retries=1 reruns such a case; the test checks each retried failure
+# carries that signature (the crash text the check's sanity message quotes) and that no more than a
+# few cases needed it.
+RETRIES = 1
+RETRIED_AT_MOST = 2
+MPI_INIT_RACE = re.compile(r"Job step aborted|Segmentation fault|unexpectedly disconnected|MPI_INIT")
+
 SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(.+?)\s+/\w+\s+@(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
 
 
@@ -57,13 +68,21 @@ def test_plain_reframe_run_on_the_test_cluster(live_cluster, tmp_path, nodes, po
     trees = ["reframe-tests/checks"] if whole else ["reframe-tests/checks/system", "reframe-tests/checks/noise"]
     cmd = [str(Path(sys.executable).with_name("reframe")), "-C", str(REPO / "reframe-tests/config/site.py"),
            *[a for t in trees for a in ("-c", str(REPO / t))],
-           "--report-file", str(report), "-r"] + (["--exec-policy=serial"] if policy == "serial" else [])
+           "--report-file", str(report), "-r", f"--max-retries={RETRIES}"] + \
+        (["--exec-policy=serial"] if policy == "serial" else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=540)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
-    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]]
+    runs = json.loads(report.read_text())["runs"]
+    final = {(c["display_name"], c["partition"], c["environ"]): c for run in runs for c in run["testcases"]}
+    cases = list(final.values())
     failed = {f"{c['display_name']} {c['environ']}": (c.get("fail_reason") or "")[:300]
               for c in cases if c["result"] not in ("pass", "skip")}
     assert not failed, failed
+    # a failure that passed on its retry must be the upstream start-up race, never anything else
+    retried = {f"{c['display_name']} {c['environ']}": c.get("fail_reason") or ""
+               for run in runs[:-1] for c in run["testcases"] if c["result"] not in ("pass", "skip")}
+    assert len(retried) <= RETRIED_AT_MOST, retried
+    assert all(MPI_INIT_RACE.search(reason) for reason in retried.values()), retried
     assert proc.returncode == 0, proc.stdout[-3000:]
     # the report keeps no skip reason: ReFrame prints it
     reasons = skip_reasons(proc.stdout)
