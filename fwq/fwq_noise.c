@@ -225,10 +225,12 @@ int main(int argc, char **argv)
         busy_total += (double)in[j].busy_ns;
         elapsed_total += elapsed;
         fprintf(out, "%s{\"cpu\": %d, \"pinned\": %s, \"freq_hz\": %.6g, \"period_ms\": %.6f, \"events\": %llu, "
-                     "\"missed\": %llu, \"busy_s\": %.6f, \"overrun_s\": %.6f, \"cpu_s\": %.6f, \"elapsed_s\": %.6f, \"duty_cycle\": %.6f, "
+                     "\"missed\": %llu, \"busy_s\": %.6f, \"overrun_s\": %.6f, \"cpu_s\": %.6f, "
+                     "\"elapsed_s\": %.6f, \"duty_cycle\": %.6f, "
                      "\"target_duty_cycle\": %.6f, \"wake_latency_us_mean\": %.3f, \"wake_latency_us_max\": %.3f}",
                 j ? ", " : "", cpus[j], in[j].pinned ? "true" : "false", cpu_freq, period_ns / 1e6,
-                (unsigned long long)in[j].events, (unsigned long long)in[j].missed, in[j].busy_ns / 1e9, in[j].overrun_ns / 1e9,
+                (unsigned long long)in[j].events, (unsigned long long)in[j].missed, in[j].busy_ns / 1e9,
+                in[j].overrun_ns / 1e9,
                 in[j].cpu_ns / 1e9, elapsed / 1e9, duty, duration_ns * cpu_freq / 1e9,
                 in[j].events ? in[j].wake_late_sum_ns / in[j].events / 1e3 : 0, in[j].wake_late_max_ns / 1e3);
     }

@@ -22,8 +22,8 @@ SOURCE_FILL = 0.6       # measured (grid phase, detours over the running-median 
                         # with srun): the injector's core 0.94-1.00, the other core 0.00-0.14, the
                         # application core under corespec 0.00-0.30 (srun: daemons the burst displaces
                         # from CPU 0 land on CPU 1 at its phase). Over one median per core, a VM whose
-                        # loop speed jumps 1.8x gave the injector's core 0.00-0.11 (tests/signatures.py
-                        # history, docs/noise.md "detour").
+                        # loop speed jumps 1.8x gave the injector's core 0.00-0.11 (a fresh clone's CI
+                        # and six runs here, 2026-11-26; docs/noise.md "detour").
 MARGIN = 0.25           # a core without the source fills at least this much less than one with it
 
 

@@ -3,8 +3,8 @@ until each metric's verdict is known) and the node checks once per core-speciali
 
 run_reframe() is the one place that calls reframe-tests/run.py (one ReFrame session on the test
 cluster as it is now, i.e. under the profile it was brought up with). Each look is one session per
-pair order (A B pairs, then B A pairs); their reports are merged into one reframe-report.json with a `stackproof` record (design, timing,
-provenance) that `stackproof report` reads.
+pair order (A B pairs, then B A pairs); their reports are merged into one reframe-report.json with a
+`stackproof` record (design, timing, provenance) that `stackproof report` reads.
 """
 from __future__ import annotations
 
