@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof.stacks import fetch, recipes, sources
+from stackproof.stacks import fetch, recipes, sources, unpack
 from stackproof.stacks.recipes import GitSource, RecipeError, load_recipes, parse_recipe
 
 
@@ -262,7 +262,7 @@ def test_git_mirror_exports_the_pinned_commit(root, tmp_path, bare):
     r = recipe(git={"url": "https://example.org/demo.git", "tag": "v1", "commit": commit})
     got = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_debian)
     assert got.commit == commit and got.origin.endswith(f"@{commit}")
-    assert got.digest == hashlib.sha256(got.archive.read_bytes()).hexdigest()
+    assert got.digest == got.tree_sha256 == unpack.archive_tree_digest(got.archive)
     with tarfile.open(got.archive) as tar:
         assert sorted(tar.getnames()) == ["demo-1.0", "demo-1.0/Makefile"]
     r2 = replace(r, source=replace(r.source, git=GitSource("https://example.org/demo.git", "v9", "f" * 40)))

@@ -5,7 +5,8 @@ there as argv lists with the stack's wrappers, Fortran compiler and BLAS/LAPACK 
 line is ever assembled), and the listed binaries and input decks are copied into the bench dir.
 Output goes to <bench>/.build/<recipe>.log; lines the build prints as `<recipe>: ...` and a
 heartbeat every 30 s show progress. <bench>/provenance.json records, per benchmark, the version,
-where the source came from, its sha256 (or git commit) and the sha256 of every installed file.
+where the source came from, its sha256 (or git commit and tree digest) and the sha256 of every
+installed file.
 """
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def _unpack(obtained: Obtained, bdir: Path) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(obtained.directory, dest / obtained.directory.name,
                         ignore=shutil.ignore_patterns("build", "__pycache__"))
-    else:
-        safe_extract(obtained.archive, dest)
+    else:                       # the pin is checked again on the bytes unpacked (the cache may have changed)
+        safe_extract(obtained.archive, dest, sha256=None if obtained.tree_sha256 else obtained.digest,
+                     tree_sha256=obtained.tree_sha256)
     tops = [p for p in dest.iterdir()]
     if len(tops) != 1 or not tops[0].is_dir():
         raise StackError(f"{obtained.archive}: expected one top directory, found "
@@ -190,6 +192,7 @@ def record_provenance(stack: Stack, recipe: Recipe, obtained: Obtained) -> Path:
         data = {}
     data[recipe.key] = {"recipe": recipe.name, "version": recipe.version, "source": obtained.origin,
                         "sha256": obtained.digest, **({"commit": obtained.commit} if obtained.commit else {}),
+                        **({"tree_sha256": obtained.tree_sha256} if obtained.tree_sha256 else {}),
                         "spack": recipe.spack, "stack": stack.name,
                         "binaries": installed_files(stack, recipe, inputs=False),
                         "inputs": installed_files(stack, recipe, inputs=True)}

@@ -1,31 +1,32 @@
 """Getting a source archive safely: download with progress, sha256 check, and an unpack that either
 completes inside its directory or leaves nothing.
 
-- download(url, dest, sha256): streamed to dest.part while hashing; renamed to dest only when the
-  size the server announced arrived and the sha256 matches (a wrong or truncated file never stays).
+- download(url, dest, sha256): streamed to dest.part while hashing, at most MAX_DOWNLOAD_BYTES and
+  DEADLINE_S seconds in all (a server that streams forever, or one byte at a time, is cut off and
+  named with the limit it hit); renamed to dest only when the size the server announced arrived and
+  the sha256 matches (a wrong or truncated file never stays).
 - verify_file(path, sha256): before anything is unpacked.
-- safe_extract(archive, dest): every member is checked first (no absolute names, no '..', no links
-  pointing outside, no devices); the tree is unpacked into a temporary directory beside dest and
-  renamed into place, so a failure leaves no half-unpacked tree.
+- safe_extract(archive, dest, sha256=..., tree_sha256=...): unpack.extract, our own member check on
+  every Python (no names or links leaving the tree, one top directory, caps on bytes and members)
+  and the hash checked at the moment of use; a failure leaves no half-unpacked tree.
 Every failure is a FetchError with one line naming the file or URL and what was wrong.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import posixpath
-import shutil
-import tarfile
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from stackproof.files import sha256_of  # noqa: F401 - re-exported for sources.py
+from stackproof.stacks import unpack
 from stackproof.stacks.model import StackError
 
 TIMEOUT_S = 20          # connect/read timeout: an unreachable site answers fast or not at all
+DEADLINE_S = 1800       # a whole download (the largest pinned source, hypre, is 6.7 MB)
+MAX_DOWNLOAD_BYTES = 512 << 20
 CHUNK = 1 << 16
 
 
@@ -59,25 +60,37 @@ def _progress_printer(log, name: str, total: int | None):
     return show
 
 
-def download(url: str, dest: Path, sha256: str, log=print, timeout: float = TIMEOUT_S) -> Path:
-    """Fetch url into dest (verified); FetchError on any failure, leaving no dest and no dest.part."""
+def download(url: str, dest: Path, sha256: str, log=print, timeout: float = TIMEOUT_S,
+             max_bytes: int = MAX_DOWNLOAD_BYTES, deadline_s: float = DEADLINE_S) -> Path:
+    """Fetch url into dest (verified); FetchError on any failure, leaving no dest and no dest.part.
+    Each read waits at most `timeout` s (and never past the deadline), so a trickling server is cut
+    off within min(timeout, deadline_s) of the deadline."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     h = hashlib.sha256()
     done = 0
+    end = time.monotonic() + deadline_s
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "stackproof"})
-        with urllib.request.urlopen(req, timeout=timeout) as resp, open(part, "wb") as out:
+        with urllib.request.urlopen(req, timeout=min(timeout, deadline_s)) as resp, open(part, "wb") as out:
             length = resp.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
+            if total is not None and total > max_bytes:
+                raise FetchError(f"{url}: the server announces {total} bytes, over the size cap of "
+                                 f"{max_bytes} bytes: not downloaded")
             show = _progress_printer(log, dest.name, total)
             while True:
-                chunk = resp.read(CHUNK)
+                if time.monotonic() > end:
+                    raise FetchError(f"{url}: not complete after the deadline of {deadline_s:g} s "
+                                     f"({done} bytes): not kept")
+                chunk = resp.read1(CHUNK)
                 if not chunk:
                     break
+                done += len(chunk)
+                if done > max_bytes:
+                    raise FetchError(f"{url}: more than the size cap of {max_bytes} bytes: not kept")
                 out.write(chunk)
                 h.update(chunk)
-                done += len(chunk)
                 show(done)
             show(done, final=True)
         if total is not None and done != total:
@@ -92,49 +105,23 @@ def download(url: str, dest: Path, sha256: str, log=print, timeout: float = TIME
     except urllib.error.URLError as exc:
         raise FetchError(f"{url}: unreachable ({exc.reason})") from None
     except (OSError, ValueError) as exc:       # timeouts, resets, IncompleteRead
-        raise FetchError(f"{url}: download failed ({type(exc).__name__}: {exc})") from None
+        late = " (past the deadline of {:g} s)".format(deadline_s) if time.monotonic() > end else ""
+        raise FetchError(f"{url}: download failed ({type(exc).__name__}: {exc}){late}") from None
     finally:
         part.unlink(missing_ok=True)
 
 
-def _check_member(archive: Path, m: tarfile.TarInfo) -> None:
-    name = m.name
-    parts = name.replace("\\", "/").split("/")
-    if name.startswith("/") or ".." in parts:
-        raise ChecksumError(f"{archive}: unsafe member {name!r} (absolute or '..'): not unpacked")
-    if m.issym() or m.islnk():
-        target = m.linkname
-        base = posixpath.dirname(name) if m.issym() else ""
-        resolved = posixpath.normpath(posixpath.join(base, target))
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-            raise ChecksumError(f"{archive}: member {name!r} links outside the tree ({target!r}): not unpacked")
-    elif not (m.isfile() or m.isdir()):
-        raise ChecksumError(f"{archive}: member {name!r} is a device or fifo: not unpacked")
-
-
-def safe_extract(archive: Path, dest: Path) -> Path:
-    """Unpack `archive` so that its contents become `dest` (replacing an older dest); FetchError with
-    nothing left behind when the archive is unreadable or unsafe."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+def safe_extract(archive: Path, dest: Path, sha256: str | None = None, tree_sha256: str | None = None,
+                 top: str | None = None, max_bytes: int = unpack.MAX_BYTES,
+                 max_members: int = unpack.MAX_MEMBERS) -> Path:
+    """Unpack `archive` so that its contents become `dest` (replacing an older dest), checking the
+    archive's sha256 and/or the written tree's digest as it is used; ChecksumError (unsafe or not the
+    pinned bytes) or FetchError (unreadable) with nothing left behind."""
     try:
-        try:
-            with tarfile.open(archive) as tar:
-                members = tar.getmembers()
-                for m in members:
-                    _check_member(archive, m)
-                if not members:
-                    raise FetchError(f"{archive}: empty archive")
-                if hasattr(tarfile, "data_filter"):
-                    tar.extractall(tmp, members=members, filter="data")
-                else:                                           # checked above member by member
-                    tar.extractall(tmp, members=members)
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise FetchError(f"{archive}: cannot unpack ({type(exc).__name__}: {exc})") from None
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-        return dest
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        unpack.extract(archive, dest, sha256=sha256, tree_sha256=tree_sha256, top=top, max_bytes=max_bytes,
+                       max_members=max_members)
+    except unpack.UnsafeArchive as exc:
+        raise ChecksumError(str(exc)) from None
+    except unpack.ArchiveError as exc:
+        raise FetchError(str(exc)) from None
+    return dest

@@ -37,6 +37,7 @@ class GitSource:
     url: str
     tag: str
     commit: str
+    tree_sha256: str | None = None   # digest of the commit's exported tree (stackproof.stacks.unpack.tree_digest)
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,15 @@ def _source(data, origin: str) -> Source:
         return Source(top=repo, repository=repo)
     git = data.get("git")
     if git is not None:
-        _need(isinstance(git, dict), origin, "source.git: expected {url, tag, commit}")
+        _need(isinstance(git, dict), origin, "source.git: expected {url, tag, commit, tree_sha256}")
+        unknown = set(git) - {"url", "tag", "commit", "tree_sha256"}
+        _need(not unknown, origin, f"source.git: unknown keys {sorted(unknown)}")
         git = GitSource(url=_str(git.get("url"), origin, "source.git.url", _URL),
                         tag=_str(git.get("tag"), origin, "source.git.tag", _TAG),
-                        commit=_str(git.get("commit"), origin, "source.git.commit", _COMMIT))
+                        commit=_str(git.get("commit"), origin, "source.git.commit", _COMMIT),
+                        # the commit pins the tree through git's SHA-1; this pins it again, and the cache
+                        tree_sha256=_str(git.get("tree_sha256"), origin, "source.git.tree_sha256", _SHA256,
+                                         optional=True))
     deb = data.get("debian")
     if deb is not None:
         _need(isinstance(deb, dict), origin, "source.debian: expected {package, version, dsc_sha256, orig}")

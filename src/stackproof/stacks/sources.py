@@ -1,15 +1,21 @@
 """Where a recipe's pinned source comes from, in this order:
 
-1. the work directory's cache (${STACKPROOF_STACKS_ROOT}/sources/<recipe>/): fetched once, re-verified;
+1. the work directory's cache (${STACKPROOF_STACKS_ROOT}/sources/<recipe>/): fetched once, verified
+   again before every reuse (a tarball's sha256, a git export's tree digest); an entry that does not
+   match is removed and fetched again;
 2. a local source mirror, $STACKPROOF_SOURCE_MIRROR (`stack build --source-mirror DIR`):
    the tarball by file name (DIR/<file>, or Debian's DIR/<orig>), Spack's mirror layout
    (DIR/<spack>/<spack>-<version>.<ext> as `spack mirror create` writes it, or
    DIR/_source-cache/archive/<sha256[:2]>/<sha256>.<ext>), or a git repository DIR/<spack>.git (bare)
    or DIR/<spack>/ holding the recipe's commit;
 3. Debian's source archive (`apt-get source`, .dsc pinned) for recipes that name a Debian package;
-4. upstream: the release tarball's URL, else the git repository (cloned, the commit checked).
-A tarball is used only when its sha256 is the pinned one; a git source only at the pinned commit
-(exported with `git archive`). When none is reachable, SourceUnavailable says exactly what to set.
+4. upstream: the release tarball's URL, else the git repository (the commit fetched).
+A mirror and a cache are hostile: a tarball is copied to a .part file first and the copy is hashed
+(a mirror entry swapped after a check cannot slip in), and the archive is hashed again as it is
+unpacked (fetch.safe_extract). A git source is never read with the repository's own configuration:
+gitsource.py fetches the pinned commit into a repository of ours and writes the tarball itself, and
+its tree digest must be the recipe's source.git.tree_sha256. When none is reachable,
+SourceUnavailable says exactly what to set.
 """
 from __future__ import annotations
 
@@ -17,18 +23,22 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from stackproof.paths import REPO
+from stackproof.stacks import gitsource, unpack
 from stackproof.stacks.debsource import fetch_debian
 from stackproof.stacks.fetch import ChecksumError, FetchError, download, sha256_of, verify_file
 from stackproof.stacks.model import StackError, stacks_root
 from stackproof.stacks.recipes import Recipe
 
 MIRROR_VAR = "STACKPROOF_SOURCE_MIRROR"
-GIT_TIMEOUT_S = 300
+GIT_TIMEOUT_S = gitsource.GIT_TIMEOUT_S
+MAX_MIRROR_BYTES = 512 << 20        # a mirror tarball larger than this is not copied (the largest pin: 6.7 MB)
 
 
 class SourceUnavailable(StackError):
@@ -40,10 +50,12 @@ class Obtained:
     """A verified source: an archive to unpack (or this repository's directory) and where it came from."""
     recipe: str
     origin: str                 # "mirror DIR/...", "debian hpcc=1.5.0-3", "upstream URL", "git URL@commit", ...
-    digest: str                 # sha256 (hex) of the archive, or of a directory's files
+    digest: str                 # sha256 (hex) of the archive, a git export's tree digest, or a directory's files
     archive: Path | None = None
     directory: Path | None = None
     commit: str | None = None   # the git commit a git source was exported at
+    tree_sha256: str | None = None  # a git export: the tree digest checked as it is unpacked (else digest
+                                    # is the archive's sha256, checked the same way)
 
 
 def mirror_dir() -> Path | None:
@@ -55,53 +67,52 @@ def cache_dir(recipe: Recipe) -> Path:
     return stacks_root() / "sources" / recipe.name
 
 
-def _git(args: list[str], timeout: float = GIT_TIMEOUT_S, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false")
-    kw.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run(["git", *args], stderr=subprocess.PIPE, timeout=timeout, env=env, **kw)
+def _remember(archive: Path, origin: str, **extra: str) -> None:
+    """<archive>.origin: where a cache entry came from (and, for a git export, the commit and the tree
+    digest it had when it was written)."""
+    archive.with_name(archive.name + ".origin").write_text(json.dumps({"origin": origin, **extra}) + "\n")
 
 
-def _remember(archive: Path, origin: str) -> None:
-    archive.with_name(archive.name + ".origin").write_text(json.dumps({"origin": origin}) + "\n")
+def _record_of(archive: Path) -> dict:
+    try:
+        data = json.loads(archive.with_name(archive.name + ".origin").read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _origin_of(archive: Path) -> str:
-    try:
-        return json.loads(archive.with_name(archive.name + ".origin").read_text())["origin"]
-    except (OSError, ValueError, KeyError):
-        return f"cache {archive}"
+    origin = _record_of(archive).get("origin")
+    return origin if isinstance(origin, str) else f"cache {archive}"
 
 
 def _git_archive_name(recipe: Recipe) -> str:
     return f"{recipe.source.top}-git-{recipe.source.git.commit[:12]}.tar"
 
 
-def export_git(recipe: Recipe, repo: Path, dest: Path) -> Path:
-    """`git archive` of the recipe's commit from `repo` (bare or not) into dest (atomically)."""
-    commit = recipe.source.git.commit
-    git_dir = ["--git-dir", str(repo)] if (repo / "HEAD").is_file() and (repo / "objects").is_dir() \
-        else ["-C", str(repo)]
+def _export_git(recipe: Recipe, remote, cache: Path, origin: str, log) -> Obtained:
+    """Fetch the recipe's commit from `remote` (a mirror directory or the upstream URL) into a
+    repository of ours and write its tarball into the cache; ChecksumError unless its tree digest
+    is the pinned one."""
+    git = recipe.source.git
+    cache.mkdir(parents=True, exist_ok=True)
+    dest = cache / _git_archive_name(recipe)
+    work = Path(tempfile.mkdtemp(prefix=".git-", dir=cache))
     try:
-        ok = _git([*git_dir, "cat-file", "-e", f"{commit}^{{commit}}"], timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise FetchError(f"{repo}: git failed ({exc})") from None
-    if ok.returncode != 0:
-        raise FetchError(f"{repo}: has no commit {commit} ({recipe.name} {recipe.source.git.tag})")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    try:
-        with open(part, "wb") as out:
-            proc = _git([*git_dir, "archive", "--format=tar", f"--prefix={recipe.source.top}/", commit],
-                        stdout=out)
-        if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise FetchError(f"{repo}: git archive {commit[:12]} failed ({err[-1] if err else 'no message'})")
+        repo, env = gitsource.fetch_commit(remote, git.commit, work)
+        part = work / "export.tar"
+        digest = gitsource.export_commit(repo, env, git.commit, recipe.source.top, part)
+        if git.tree_sha256 and digest != git.tree_sha256:
+            raise ChecksumError(f"{remote}: commit {git.commit[:12]} exports a tree with sha256 {digest}, not the "
+                                f"pinned source.git.tree_sha256 {git.tree_sha256}")
+        if not git.tree_sha256:
+            log(f"{recipe.name}: commit {git.commit[:12]} exports tree sha256 {digest} (recipes.yaml pins no "
+                "source.git.tree_sha256: the cache is checked against this one)")
         os.replace(part, dest)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise FetchError(f"{repo}: git archive failed ({exc})") from None
     finally:
-        part.unlink(missing_ok=True)
-    return dest
+        shutil.rmtree(work, ignore_errors=True)
+    _remember(dest, origin, commit=git.commit, tree_sha256=digest)
+    return Obtained(recipe.name, origin, digest, archive=dest, commit=git.commit, tree_sha256=digest)
 
 
 def mirror_candidates(recipe: Recipe, mirror: Path) -> list[Path]:
@@ -134,29 +145,99 @@ def _from_repository(recipe: Recipe) -> Obtained:
     return Obtained(recipe.name, f"repository {recipe.source.repository}/", h.hexdigest(), directory=directory)
 
 
-def _cached(recipe: Recipe, cache: Path) -> Obtained | None:
+def _regular_file(path: Path) -> bool:
+    """A plain file (not a symlink, fifo or device) owned by us: the only cache entry worth checking."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def _discard(path: Path, why: str, log) -> None:
+    log(f"cache entry {path} {why}: removed, fetching it again")
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except OSError as exc:
+        raise FetchError(f"{path}: cannot remove a damaged cache entry ({exc.strerror})") from None
+
+
+def _cached(recipe: Recipe, cache: Path, log=print) -> Obtained | None:
+    """A cache entry, only after its bytes were checked against the recipe's pin (a tarball's sha256,
+    a git export's tree digest); a damaged or replaced entry is removed and None returned."""
     src = recipe.source
-    if src.sha256 and src.file and (cache / src.file).is_file():
+    if src.sha256 and src.file:
         path = cache / src.file
-        try:
-            verify_file(path, src.sha256)
-            return Obtained(recipe.name, _origin_of(path), src.sha256, archive=path)
-        except ChecksumError:
-            path.unlink()                               # damaged cache: fetch again
-    if src.git and (cache / _git_archive_name(recipe)).is_file():
+        if os.path.lexists(path):
+            if not _regular_file(path):
+                _discard(path, "is not a regular file of ours", log)
+            else:
+                try:
+                    verify_file(path, src.sha256)
+                    return Obtained(recipe.name, _origin_of(path), src.sha256, archive=path)
+                except ChecksumError:
+                    _discard(path, "does not match the pinned sha256", log)
+    if src.git:
         path = cache / _git_archive_name(recipe)
-        return Obtained(recipe.name, _origin_of(path), sha256_of(path), archive=path, commit=src.git.commit)
+        if os.path.lexists(path):
+            why = "is not a regular file of ours"
+            record = _record_of(path)
+            # the recipe's pin; without one, the digest recorded beside the commit when it was exported
+            want = src.git.tree_sha256 or (record.get("tree_sha256") if record.get("commit") == src.git.commit
+                                           else None)
+            if not isinstance(want, str) or not want:
+                why = "has no recorded tree digest"
+            elif _regular_file(path):
+                try:
+                    digest = unpack.archive_tree_digest(path)
+                    if digest == want:
+                        return Obtained(recipe.name, _origin_of(path), digest, archive=path, commit=src.git.commit,
+                                        tree_sha256=digest)
+                    why = f"has tree sha256 {digest[:12]}..., not the expected {want[:12]}..."
+                except unpack.ArchiveError as exc:
+                    why = f"cannot be read ({exc})"
+            _discard(path, why, log)
     return None
 
 
+def _copy_file(source: Path, dest: Path, limit: int = MAX_MIRROR_BYTES) -> None:
+    """Copy a mirror file (a regular file, symlinks followed: Spack mirrors link into their source
+    cache) to `dest`, a new file; at most `limit` bytes."""
+    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)         # a fifo must not block the open
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise FetchError(f"{source}: not a regular file")
+        out_fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(out_fd, "wb") as out:
+            copied = 0
+            for block in iter(lambda: src.read(1 << 20), b""):
+                copied += len(block)
+                if copied > limit:
+                    raise FetchError(f"{source}: larger than the size cap of {limit} bytes")
+                out.write(block)
+
+
 def _adopt(recipe: Recipe, path: Path, cache: Path, origin: str) -> Obtained:
-    """Copy a verified tarball into the cache (a mirror may be read-only or remote)."""
-    verify_file(path, recipe.source.sha256)
+    """Copy a mirror's (or Debian's) tarball into the cache: to a .part file first, then the copy is
+    hashed, and only a copy with the pinned sha256 is renamed into place (what was checked is what
+    is kept, whatever happens to `path` meanwhile)."""
     dest = cache / recipe.source.file
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".part")
-    shutil.copyfile(path, tmp)
-    os.replace(tmp, dest)
+    part = dest.with_name(dest.name + ".part")
+    part.unlink(missing_ok=True)
+    try:
+        _copy_file(path, part)
+        got = sha256_of(part)
+        if got != recipe.source.sha256:
+            raise ChecksumError(f"{path}: sha256 {got} does not match the pinned {recipe.source.sha256}")
+        os.replace(part, dest)
+    except OSError as exc:
+        raise FetchError(f"{path}: cannot copy into the cache ({exc.strerror})") from None
+    finally:
+        part.unlink(missing_ok=True)
     _remember(dest, origin)
     return Obtained(recipe.name, origin, recipe.source.sha256, archive=dest)
 
@@ -180,7 +261,7 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
     if src.repository:
         return _from_repository(recipe)
     cache = cache_dir(recipe)
-    hit = _cached(recipe, cache)
+    hit = _cached(recipe, cache, log=lambda m: log(f"{recipe.name}: {m}"))
     if hit:
         return hit
     tried = []
@@ -194,11 +275,10 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
                 return _adopt(recipe, path, cache, f"mirror {path}")
         for repo in mirror_git_repos(recipe, mirror):
             try:
-                log(f"{recipe.name}: git archive {src.git.commit[:12]} from the mirror {repo}")
-                archive = export_git(recipe, repo, cache / _git_archive_name(recipe))
-                origin = f"mirror {repo}@{src.git.commit}"
-                _remember(archive, origin)
-                return Obtained(recipe.name, origin, sha256_of(archive), archive=archive, commit=src.git.commit)
+                log(f"{recipe.name}: commit {src.git.commit[:12]} fetched from the mirror {repo}")
+                return _export_git(recipe, repo, cache, f"mirror {repo}@{src.git.commit}", log)
+            except ChecksumError:
+                raise
             except FetchError as exc:
                 tried.append(str(exc))
         tried.append(f"mirror {mirror} has no {recipe.name} {recipe.version}")
@@ -221,27 +301,11 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
         except FetchError as exc:
             tried.append(str(exc))
     if online and src.git:
-        bare = cache / f"{recipe.spack}.git"
-        log(f"{recipe.name}: git clone {src.git.url} ({src.git.tag})")
+        log(f"{recipe.name}: commit {src.git.commit[:12]} fetched from {src.git.url} ({src.git.tag})")
         try:
-            if not bare.is_dir():
-                tmp = cache / f".{recipe.spack}.git.part"
-                shutil.rmtree(tmp, ignore_errors=True)
-                cache.mkdir(parents=True, exist_ok=True)
-                # a stalled transfer (a firewall dropping packets) aborts after 20 s below 1 kB/s
-                proc = _git(["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=20",
-                             "clone", "--bare", "--quiet", src.git.url, str(tmp)])
-                if proc.returncode != 0:
-                    err = proc.stderr.decode(errors="replace").strip().splitlines()
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise FetchError(f"{src.git.url}: git clone failed ({err[-1] if err else 'no message'})")
-                os.replace(tmp, bare)
-            archive = export_git(recipe, bare, cache / _git_archive_name(recipe))
-            origin = f"git {src.git.url}@{src.git.commit}"
-            _remember(archive, origin)
-            return Obtained(recipe.name, origin, sha256_of(archive), archive=archive, commit=src.git.commit)
-        except subprocess.TimeoutExpired:
-            tried.append(f"{src.git.url}: git clone timed out after {GIT_TIMEOUT_S} s")
+            return _export_git(recipe, src.git.url, cache, f"git {src.git.url}@{src.git.commit}", log)
+        except ChecksumError:
+            raise
         except FetchError as exc:
             tried.append(str(exc))
     if mirror is None:
