@@ -223,6 +223,7 @@ def _write(tar: tarfile.TarFile, entries: list[_Entry], root: str, label: str, m
                                             "not unpacked")
                     h.update(block)
                     out.write(block)
+                out.flush()
                 os.fchmod(out.fileno(), mode)
                 os.utime(out.fileno(), (_mtime(e.member), _mtime(e.member)))
             digests[e.path] = (f"file {mode:o}", h.hexdigest())
