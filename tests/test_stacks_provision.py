@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof.stacks import appbuild, benchbuild, debsource, environment, netpipe, provision
+from stackproof.stacks import appbuild, benchbuild, debsource, environment, netpipe, piplock, provision
 from stackproof.stacks.model import StackError, load_stack, parse_stack
 from stackproof.stacks.recipes import load_recipes
 from stackproof.stacks.sources import Obtained
@@ -81,8 +81,12 @@ def test_unresolvable_pin_names_stack_pin_reason_and_fix_before_anything_changes
     st = vendor_like(tmp_path, install={"pip": ["impi-devel==2021.18.0", "impi-rt==2021.18.0",
                                                 "mkl-devel==2025.2.0"]})
     py = fake_python(tmp_path, "impi-rt==2021.18.0", "No matching distribution found for libfabric>=2.6")
+    with pytest.raises(StackError, match=r"no hash lock .*vendor.pip-lock.txt beside the stack file: run "
+                                         r"`stackproof stack lock vendor`"):
+        provision.install(st, python=py)                # the new pins are not locked yet
     with pytest.raises(StackError) as err:
-        provision.install(st, python=py)
+        provision.lock(st, python=py)                   # locking them resolves them
+    assert not (tmp_path / "stacks" / "vendor.pip-lock.txt").exists()
     msg = str(err.value)
     assert msg.startswith("stack vendor: impi-rt==2021.18.0 cannot be resolved from PyPI here "
                           "(No matching distribution found for libfabric>=2.6): pin 2021.17.2")
@@ -96,7 +100,9 @@ def test_install_is_idempotent_from_the_manifest(tmp_path):
     prefix = tmp_path / "vendor"
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "python").write_text("")
-    pins = [f"{n}=={v}" for n, v in provision.parse_pins(st)]
+    lock = tmp_path / "stacks" / "vendor.pip-lock.txt"
+    lock.write_text("".join(f"{p} --hash=sha256:{'0' * 64}\n" for p in st.install_pip))
+    pins = [f"{n}=={v}" for n, v in provision.parse_pins(st)] + [f"lock:{provision.sha256_text(lock.read_text())}"]
     (prefix / provision.MANIFEST).write_text(f'{{"pins": {pins!r}}}'.replace("'", '"'))
     py = fake_python(tmp_path, "never", "")
     assert "up-to-date" in provision.install(st, python=py)
@@ -107,9 +113,8 @@ def test_shipped_pip_lock_pins_the_vendor_dependencies(recorded_root):
     st = load_stack("vendor")
     lock = provision.constraints_file(st)
     assert lock is not None and lock.name == "vendor.pip-lock.txt"
-    lines = [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith("#")]
-    assert all("==" in ln for ln in lines)
-    assert {f"{n}=={v}" for n, v in provision.parse_pins(st)} <= set(lines)
+    locked = piplock.read_lock(lock)                     # every line name==version with a sha256
+    assert {f"{n}=={v}" for n, v in provision.parse_pins(st)} <= {f"{n}=={v}" for n, (v, _) in locked.items()}
 
 
 def test_apt_packages_missing_name_the_apt_command(recorded_root):

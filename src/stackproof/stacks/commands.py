@@ -1,6 +1,7 @@
 """The `stack install` and `stack build` verbs (added to the `stack` noun by stacks/__init__.py).
 
-  stackproof stack install NAME... [--dry-run]
+  stackproof stack install NAME... [--dry-run] [--wheels DIR]
+  stackproof stack lock NAME... [--wheels DIR]
   stackproof stack build NAME... [--only T,...] [--force] [--source-mirror DIR]
 """
 from __future__ import annotations
@@ -10,22 +11,31 @@ import os
 from stackproof.stacks.benchbuild import TARGETS, build_stack
 from stackproof.stacks.environment import check_environment
 from stackproof.stacks.model import load_stack
-from stackproof.stacks.provision import check_apt, install, resolve_pins
+from stackproof.stacks.piplock import WHEELS_VAR, wheels_dir
+from stackproof.stacks.provision import check_apt, install, lock, resolve_lock
 from stackproof.stacks.sources import MIRROR_VAR
 
 
 def _install_cmd(args) -> int:
+    wheels = wheels_dir(args.wheels)
     for name in args.names:
         stack = load_stack(name)
         if args.dry_run:
             if stack.install_pip:
-                planned = resolve_pins(stack)
+                planned = resolve_lock(stack, wheels=wheels)
                 print(f"stack {name}: resolves: {', '.join(f'{k}=={v}' for k, v in sorted(planned.items()))}")
             check_apt(stack)
             if stack.install_apt:
                 print(f"stack {name}: Debian packages present ({' '.join(stack.install_apt)})")
             continue
-        print(install(stack), flush=True)
+        print(install(stack, wheels=wheels), flush=True)
+    return 0
+
+
+def _lock_cmd(args) -> int:
+    wheels = wheels_dir(args.wheels)
+    for name in args.names:
+        print(lock(load_stack(name), wheels=wheels), flush=True)
     return 0
 
 
@@ -46,8 +56,15 @@ def register_verbs(verbs) -> None:
     v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
                                          "check Debian packages")
     v.add_argument("names", nargs="+", metavar="NAME")
-    v.add_argument("--dry-run", action="store_true", help="only check that every pin resolves here")
+    v.add_argument("--dry-run", action="store_true", help="only check that the hash lock installs here")
+    v.add_argument("--wheels", metavar="DIR", help=f"install from the wheels in DIR, not the index (the lock's "
+                                                   f"hashes still apply; ${WHEELS_VAR})")
     v.set_defaults(func=_install_cmd)
+    v = verbs.add_parser("lock", help="resolve a pip stack's pins and write its hash lock <name>.pip-lock.txt "
+                                      "beside the stack file")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--wheels", metavar="DIR", help=f"resolve from the wheels in DIR, not the index (${WHEELS_VAR})")
+    v.set_defaults(func=_lock_cmd)
     v = verbs.add_parser("build", help="build the benchmarks against each stack into ${prefix}/bench "
                                        "(recipes: stackproof/stacks/data/recipes.yaml)")
     v.add_argument("names", nargs="+", metavar="NAME")

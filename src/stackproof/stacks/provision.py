@@ -2,9 +2,12 @@
 `stackproof stack build NAME...` (the builds themselves are in benchbuild.py).
 
 pip stacks (install.pip in the stack file) get a virtual environment at the stack's prefix holding
-exactly the pinned wheels. Every pin is resolved against the registry first (`pip install --dry-run`),
-so a version whose dependencies PyPI cannot serve here fails with the stack's name, the pin and the
-fix before anything changes. A manifest (stackproof-manifest.json in the prefix) records what was
+exactly the wheels of the stack's hash lock (piplock.py: <name>.pip-lock.txt, `stackproof stack lock
+NAME`), installed with `pip install --require-hashes --no-deps -r <lock>`, from the index or from a
+local wheel directory (--wheels DIR). The lock is checked first (every pin locked, every line
+hashed) and resolved with `pip install --dry-run`, so a missing wheel or a wrong hash fails with the
+stack's name and the fix before anything changes; `stack lock` resolves the pins themselves and names
+a pin whose dependencies PyPI cannot serve here. A manifest (stackproof-manifest.json in the prefix) records what was
 installed; a second run with the same pins does nothing. Debian packages (install.apt) are only
 checked: a missing one is named with the apt command that installs it.
 
@@ -23,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from stackproof.stacks import piplock
 from stackproof.stacks.model import Stack, StackError
 
 MANIFEST = "stackproof-manifest.json"
@@ -50,55 +54,53 @@ def parse_pins(stack: Stack) -> list[tuple[str, str]]:
 
 
 def constraints_file(stack: Stack) -> Path | None:
-    """<name>.pip-lock.txt beside the stack file: pip constraints pinning the pins' dependencies too."""
-    if stack.file is None:
-        return None
-    path = stack.file.with_name(f"{stack.name}.pip-lock.txt")
-    return path if path.is_file() else None
-
-
-def _constraint_args(stack: Stack) -> list[str]:
-    lock = constraints_file(stack)
-    return ["-c", str(lock)] if lock else []
+    """<name>.pip-lock.txt beside the stack file (piplock.py), when there is one."""
+    path = piplock.lock_path(stack)
+    return path if path is not None and path.is_file() else None
 
 
 def pip_command(python: str, args: list[str]) -> list[str]:
     return [python, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
 
 
-def dry_run_command(python: str, reqs: list[str], report: Path, constraints: list[str] = ()) -> list[str]:
+def dry_run_command(python: str, reqs: list[str], report: Path, index: list[str] = ()) -> list[str]:
     """Resolve `reqs` against the registry without installing (independent of what is installed)."""
     return pip_command(python, ["install", "--dry-run", "--ignore-installed", "--quiet",
-                                "--report", str(report), *constraints, *reqs])
+                                "--report", str(report), *index, *reqs])
+
+
+def locked_args(lock: Path, index: list[str] = ()) -> list[str]:
+    """pip install arguments for exactly the lock's files: every one hash-checked, nothing else pulled in."""
+    return ["--require-hashes", "--no-deps", *index, "-r", str(lock)]
 
 
 def _pip_reason(output: str) -> str:
     """The line of pip's output that says why resolution failed."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     for ln in lines:
-        if "No matching distribution" in ln or "ResolutionImpossible" in ln or "conflict" in ln.lower():
+        if "No matching distribution" in ln or "ResolutionImpossible" in ln or "conflict" in ln.lower() \
+            or "DO NOT MATCH THE HASHES" in ln:
             return re.sub(r"^ERROR:\s*", "", ln)
     return re.sub(r"^ERROR:\s*", "", lines[-1]) if lines else "pip gave no reason"
 
 
-def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.run) -> dict[str, str]:
-    """Dry-run the stack's pins; {name: version} of everything pip would install, or StackError
+def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.run,
+                 wheels: Path | None = None) -> dict:
+    """Dry-run the stack's pins (what `stack lock` records); pip's installation report, or StackError
     naming the pin that cannot be resolved here and the fix."""
     pins = parse_pins(stack)
     reqs = [f"{n}=={v}" for n, v in pins]
+    index = piplock.index_args(wheels)
     with tempfile.TemporaryDirectory(prefix="stackproof-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        proc = runner(dry_run_command(python, reqs, report, _constraint_args(stack)), capture_output=True, text=True)
+        proc = runner(dry_run_command(python, reqs, report, index), capture_output=True, text=True)
         if proc.returncode == 0 and report.is_file():
-            data = json.loads(report.read_text())
-            return {item["metadata"]["name"].lower(): item["metadata"]["version"]
-                    for item in data.get("install", [])}
+            return json.loads(report.read_text())
         reason = _pip_reason((proc.stdout or "") + "\n" + (proc.stderr or ""))
         culprit = None
         if len(pins) > 1:      # which pin? resolve each alone (only on this error path)
             for name, version in pins:
-                one = runner(dry_run_command(python, [f"{name}=={version}"], Path(tmp) / "one.json",
-                                             _constraint_args(stack)),
+                one = runner(dry_run_command(python, [f"{name}=={version}"], Path(tmp) / "one.json", index),
                              capture_output=True, text=True)
                 if one.returncode != 0:
                     culprit = (name, version)
@@ -107,8 +109,36 @@ def resolve_pins(stack: Stack, python: str = sys.executable, runner=subprocess.r
         name, version = culprit or pins[0]
         good = KNOWN_GOOD.get(name)
         fix = f"pin {good}" if good and good != version else "pin a version that `pip install --dry-run` resolves"
-        raise StackError(f"stack {stack.name}: {name}=={version} cannot be resolved from PyPI here ({reason}): "
-                         f"{fix} in {stack.file}")
+        raise StackError(f"stack {stack.name}: {name}=={version} cannot be resolved from "
+                         f"{'the wheels in ' + str(wheels) if wheels else 'PyPI'} here ({reason}): {fix} in {stack.file}")
+
+
+def lock(stack: Stack, python: str = sys.executable, runner=subprocess.run, wheels: Path | None = None) -> str:
+    """Write the stack's hash lock from its pins (`stackproof stack lock NAME`); a one-line summary."""
+    if not stack.install_pip:
+        return f"stack {stack.name}: no install.pip pins, nothing to lock"
+    progress(f"{stack.name}: resolving {', '.join(stack.install_pip)} (pip --dry-run)")
+    report = resolve_pins(stack, python, runner, wheels)
+    path = piplock.write_lock(stack, report)
+    return f"stack {stack.name}: locked {len(report.get('install', []))} distribution(s) with sha256 in {path}"
+
+
+def resolve_lock(stack: Stack, python: str = sys.executable, runner=subprocess.run,
+                 wheels: Path | None = None) -> dict[str, str]:
+    """Dry-run the stack's lock (hashes checked, nothing else pulled in): {name: version} pip would
+    install, or StackError with pip's reason and the fix."""
+    lock_file = piplock.check_lock(stack, parse_pins(stack))
+    with tempfile.TemporaryDirectory(prefix="stackproof-pip-") as tmp:
+        report = Path(tmp) / "report.json"
+        proc = runner(dry_run_command(python, locked_args(lock_file, piplock.index_args(wheels)), report),
+                      capture_output=True, text=True)
+        if proc.returncode == 0 and report.is_file():
+            data = json.loads(report.read_text())
+            return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in data.get("install", [])}
+        reason = _pip_reason((proc.stdout or "") + "\n" + (proc.stderr or ""))
+        where = f"the wheels in {wheels}" if wheels else "the index"
+        raise StackError(f"stack {stack.name}: {lock_file.name} cannot be installed from {where} ({reason}): "
+                         f"check the wheels, or run `stackproof stack lock {stack.name}` if the pins changed")
 
 
 # ---------------------------------------------------------------- install
@@ -151,8 +181,9 @@ def _size_mb(path: Path) -> int:
     return total // (1 << 20)
 
 
-def install(stack: Stack, python: str = sys.executable) -> str:
-    """Install one stack (idempotent); a one-line summary."""
+def install(stack: Stack, python: str = sys.executable, wheels: Path | None = None) -> str:
+    """Install one stack from its hash lock (idempotent); a one-line summary. `wheels`: a local wheel
+    directory instead of the index."""
     check_apt(stack)
     if not stack.install_pip:
         return f"stack {stack.name}: system packages present ({' '.join(stack.install_apt) or 'none needed'})"
@@ -160,14 +191,14 @@ def install(stack: Stack, python: str = sys.executable) -> str:
         raise StackError(f"stack {stack.name}: install.pip needs a `prefix:` in {stack.file}")
     prefix = stack.prefix
     pins = parse_pins(stack)
-    lock = constraints_file(stack)
-    wanted = [f"{n}=={v}" for n, v in pins] + ([f"lock:{sha256_text(lock.read_text())}"] if lock else [])
+    lock_file = piplock.check_lock(stack, pins)
+    wanted = [f"{n}=={v}" for n, v in pins] + [f"lock:{sha256_text(lock_file.read_text())}"]
     manifest = read_manifest(prefix)
     if manifest and manifest.get("pins") == wanted and \
             Path(prefix, "bin", "python").exists():
         return f"stack {stack.name}: up-to-date at {prefix} ({', '.join(stack.install_pip)})"
-    progress(f"{stack.name}: resolving {', '.join(stack.install_pip)} (pip --dry-run)")
-    planned = resolve_pins(stack, python)
+    progress(f"{stack.name}: resolving {lock_file.name} (pip --dry-run --require-hashes)")
+    planned = resolve_lock(stack, python, wheels=wheels)
     t0 = time.monotonic()
     if prefix.exists() and not Path(prefix, "pyvenv.cfg").is_file() and any(prefix.iterdir()):
         raise StackError(f"stack {stack.name}: {prefix} exists and is not a stack venv: move it away or "
@@ -178,7 +209,7 @@ def install(stack: Stack, python: str = sys.executable) -> str:
     if not Path(prefix, "bin", "python").exists():
         _run([python, "-m", "venv", str(prefix)], stack, "create the venv")
     venv_py = str(prefix / "bin" / "python")
-    _run(pip_command(venv_py, ["install", "--quiet", *_constraint_args(stack), *[f"{n}=={v}" for n, v in pins]]), stack,
+    _run(pip_command(venv_py, ["install", "--quiet", *locked_args(lock_file, piplock.index_args(wheels))]), stack,
          "pip install")
     listing = subprocess.run(pip_command(venv_py, ["list", "--format", "json"]), capture_output=True,
                              text=True, check=True).stdout
