@@ -101,14 +101,17 @@ def main(argv=None) -> int:
     if argv[:1] and argv[0] in RENAMED:
         print(f"stackproof: error: `{argv[0]}` is now `{RENAMED[argv[0]]}`", file=sys.stderr)
         return 2
-    if tuple(argv[:2]) in PROGRAMS:
-        # The program parses its own options (argparse's REMAINDER would take some of them for ours).
-        args = argparse.Namespace(_command=argv[0], action=argv[1], argv=argv[2:],
-                                  func=_program(PROGRAMS[tuple(argv[:2])][0]))
-    else:
-        args = build_parser().parse_args(argv)
-    where = _where(args)
+    where = "stackproof"
     try:
+        if tuple(argv[:2]) in PROGRAMS:
+            # The program parses its own options (argparse's REMAINDER would take some of them for ours).
+            args = argparse.Namespace(_command=argv[0], action=argv[1], argv=argv[2:],
+                                      func=_program(PROGRAMS[tuple(argv[:2])][0]))
+        else:
+            # inside the handler: a data file a module reads while registering its arguments is an
+            # error in one line like any other
+            args = build_parser().parse_args(argv)
+        where = _where(args)
         rc = args.func(args)
     except InputError as exc:
         one_line = " ".join(str(exc).split("\n"))  # a value quoted from the file never adds a line

@@ -169,7 +169,7 @@ def register(sub) -> None:
     csub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     u = csub.add_parser("up", help="start (or reconfigure, or repair) the cluster; idempotent")
     u.epilog = "Options not given keep the running cluster's values (defaults when none runs)."
-    u.add_argument("--profile", help="|".join(profile_names()) + " (default baseline)")
+    u.add_argument("--profile", help="a profile of slurm-conf/profiles.yaml (default baseline)")
     u.add_argument("--profile-file", metavar="FILE",
                    help="add the profiles of FILE (profiles.yaml schema, e.g. a noise hunt's "
                         "proposal/profiles.yaml); selects its only profile unless --profile is given")

@@ -33,7 +33,7 @@ from stackproof.cpulist import format_list, format_mask
 from stackproof.errors import InputError, StackproofError
 from stackproof.hostlist import compress, expand
 from stackproof.nodes.nodetype import VISIBLE_DEVICES_VAR, NodeType, load
-from stackproof.nodes.profiles import ProfilePlan, plan, profile_names
+from stackproof.nodes.profiles import ProfilePlan, plan
 
 DROPIN_NAME = "50-stackproof-corespec.conf"
 # Memory kept for the OS (slurmd, kernel, page cache floor) out of RealMemory.
@@ -351,7 +351,9 @@ def register(sub) -> None:
     ssub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     r = ssub.add_parser("render", help="render slurm.conf & friends plus the profile's system side")
     r.add_argument("--nodetype", required=True, help="node type name (slurm-conf/nodetypes/) or YAML path")
-    r.add_argument("--profile", required=True, help="|".join(profile_names()))
+    # the help names no profiles: building the parser reads no data file (a bad catalog is an error of
+    # the commands that use it, in one line, not of every command)
+    r.add_argument("--profile", required=True, help="a profile of slurm-conf/profiles.yaml (baseline, corespec, ...)")
     r.add_argument("--profile-file", help="a profile file adding profiles and daemon groups (e.g. a hunt proposal)")
     r.add_argument("--k", type=int, help="cores per socket for free/system cores (default: the node type's)")
     r.add_argument("--position", choices=["first", "last"], help="override the profile's position")
