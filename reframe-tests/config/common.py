@@ -3,7 +3,7 @@ import fcntl
 import os
 import stat
 
-from partitions import default_prefix
+from partitions import SiteConfigError, default_prefix
 
 PREFIX = default_prefix()
 os.makedirs(PREFIX, exist_ok=True)
@@ -21,14 +21,14 @@ def private_dir(directory):
         pass
     st = os.lstat(directory)
     if stat.S_ISLNK(st.st_mode):
-        raise RuntimeError(f'{directory}: is a symlink; refusing to keep results there (remove it)')
+        raise SiteConfigError(f'{directory}: is a symlink; refusing to keep results there (remove it)')
     if not stat.S_ISDIR(st.st_mode):
-        raise RuntimeError(f'{directory}: not a directory')
+        raise SiteConfigError(f'{directory}: not a directory')
     if st.st_uid != os.geteuid():
-        raise RuntimeError(f'{directory}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); '
+        raise SiteConfigError(f'{directory}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); '
                            'someone else created it: use another path (STACKPROOF_RESULTS_DB)')
     if st.st_mode & 0o022:
-        raise RuntimeError(f'{directory}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); '
+        raise SiteConfigError(f'{directory}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); '
                            f'chmod 700 it or set STACKPROOF_RESULTS_DB')
     return directory
 
@@ -41,7 +41,7 @@ def results_db():
     path = os.environ.get('STACKPROOF_RESULTS_DB') or os.path.join(state, 'stackproof', 'reframe-results.db')
     directory = private_dir(os.path.dirname(os.path.abspath(path)))
     if os.path.islink(path):
-        raise RuntimeError(f'results database {path}: is a symlink; refusing to write through it')
+        raise SiteConfigError(f'results database {path}: is a symlink; refusing to write through it')
     probe = os.path.join(directory, '.stackproof-lock-probe')
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -49,7 +49,7 @@ def results_db():
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.lockf(fh, fcntl.LOCK_UN)
     except OSError as exc:
-        raise RuntimeError(f'results database {path}: file locks do not work in {directory} ({exc}); '
+        raise SiteConfigError(f'results database {path}: file locks do not work in {directory} ({exc}); '
                            'set STACKPROOF_RESULTS_DB to a path on local disk') from None
     return path
 

@@ -12,11 +12,19 @@ view; see docs/acceptance.md).
 import os
 import sys
 
+from reframe.core.exceptions import ConfigError
+
 from stackproof.cpulist import format_mask
 from stackproof.errors import StackproofError
 from stackproof.gpus.health import cuda_arch   # the one CUDA-arch/peak table: stackproof/data/gpu_models.yaml
 from stackproof.nodes.nodetype import NodeType, load
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
+
+
+class SiteConfigError(ConfigError, RuntimeError):
+    """This site's configuration cannot be built here (no test cluster up, a broken stack file, ...).
+    ReFrame prints a ConfigError raised while loading the configuration as one line ("failed to load
+    configuration: ..."), not a traceback; still a RuntimeError for code that catches those."""
 
 
 def run_order(stacks):
@@ -177,7 +185,7 @@ def stack_environments(system, part):
         try:
             st = load_stack(name)
         except StackError as exc:
-            raise RuntimeError(str(exc)) from None
+            raise SiteConfigError(str(exc)) from None
         env = {
             'name': name,
             'target_systems': [f"{system}:{part['name']}"],
@@ -250,7 +258,7 @@ def topology_file(nt: NodeType):
     if not path.is_file():
         return None
     if source.get('sha256') and hashlib.sha256(path.read_bytes()).hexdigest() != source['sha256']:
-        raise RuntimeError(f'{path}: sha256 differs from the one node type {nt.name} was generated from '
+        raise SiteConfigError(f'{path}: sha256 differs from the one node type {nt.name} was generated from '
                            f'({source["sha256"]}): regenerate it with `stackproof nodetype from-xml`')
     return str(path)
 

@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from partitions import default_prefix, nodetype_for, partition, requested_system, system
+from partitions import SiteConfigError, default_prefix, nodetype_for, partition, requested_system, system
 
 from stackproof.cluster.state import run_dir
 
@@ -51,7 +51,7 @@ def _int_env(name, default):
     if value in (None, ''):
         return default
     if not value.isdigit():
-        raise ValueError(f'{name}={value!r}: expected a non-negative integer')
+        raise SiteConfigError(f'{name}={value!r}: expected a non-negative integer')
     return int(value)
 
 
@@ -67,7 +67,7 @@ PROFILE = SETTINGS.get('profile') or 'baseline'
 NOISE_DAEMON = SETTINGS.get('noise_daemon') or ''
 
 if requested_system() == 'testcluster' and STATE is None and _running_checks(sys.argv):
-    raise RuntimeError(f'no test cluster is up (no {RUN_DIR}/cluster.json): start one with '
+    raise SiteConfigError(f'no test cluster is up (no {RUN_DIR}/cluster.json): start one with '
                        '`stackproof cluster up [--nodes N] [--profile P]`, then `eval "$(stackproof cluster env)"`')
 
 # sbatch/squeue run in ReFrame's own process environment, not the job's: point them at the
