@@ -47,6 +47,22 @@ def alive(pid: int | None) -> bool:
         return False
 
 
+def exited(pid: int | None) -> bool:
+    """True once a process is gone for good: no /proc entry, or a zombie none of whose threads still
+    runs. alive() alone is not enough to wait on: a multi-threaded process (QEMU) whose main thread
+    has exited shows its leader as a zombie while its other threads still run and hold its memory,
+    files and devices."""
+    if not pid:
+        return True
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return not alive(pid)
+    return tasks == [str(pid)] and not alive(pid)
+
+
 def read_pid(path: Path) -> int | None:
     try:
         pid = int(path.read_text().split()[0])

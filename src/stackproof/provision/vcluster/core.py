@@ -267,7 +267,12 @@ class VCluster:
 
     # ---- down / status / exec / console --------------------------------------------------------------
     def down(self, quiet: bool = False) -> None:
-        pids = head.teardown()
+        """Stop everything and return only when the nodes' QEMU processes are gone (all threads)."""
+        st = self.load_state()
+        nodes = st.get("nodes") if isinstance(st, dict) else None
+        qemu = [head.qemu_pid(Path(n["pidfile"])) for n in (nodes.values() if isinstance(nodes, dict) else [])
+                if isinstance(n, dict) and isinstance(n.get("pidfile"), str)]
+        pids = head.teardown(also=[p for p in qemu if p])
         self.state_file.unlink(missing_ok=True)
         for sock in self.run.glob("*.socket*"):
             sock.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from stackproof.cluster.procs import alive, read_pid, wait_pidfile  # noqa: F401 - one process helper (boot.py imports them here)
+from stackproof.cluster.procs import alive, exited, read_pid, wait_pidfile  # noqa: F401 - one process helper (boot.py imports them here)
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
 from stackproof.provision.vcluster.netboot import BRIDGE, HTTP_PORT
@@ -182,16 +182,30 @@ def _wait_pidfile(path: Path, what: str, logfile: Path, timeout: float = 15.0) -
     return wait_pidfile(path, what, logfile, timeout, poll=0.1)
 
 
+def qemu_pid(pidfile: Path) -> int | None:
+    """The pid in a node's QEMU pid file, only while it names a QEMU process (a stale file may name a
+    reused pid: that one is never signalled)."""
+    pid = read_pid(pidfile)
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] if pid else b""
+    except OSError:
+        return None
+    return pid if os.path.basename(argv0).startswith(b"qemu-system") else None
+
+
 def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait until every process has exited with all its threads (procs.exited); those still there."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
+    while time.monotonic() < deadline and not all(exited(p) for p in pids):
         time.sleep(0.1)
-    return [p for p in pids if alive(p)]
+    return [p for p in pids if not exited(p)]
 
 
-def teardown() -> list[int]:
-    """Stop every process in the namespace (TERM, then KILL), then delete it. Returns the pids found."""
-    pids = netns_pids()
+def teardown(also: list[int] = ()) -> list[int]:
+    """Stop every process in the namespace and `also` (the nodes' QEMU, by their pid files), TERM
+    then KILL, and return only when each has exited with all its threads; then delete the namespace.
+    Returns the pids found."""
+    pids = sorted(set(netns_pids()) | {p for p in also if p and not exited(p)})
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
             try:
@@ -203,7 +217,7 @@ def teardown() -> list[int]:
             break
     if netns_exists():
         sh(["ip", "netns", "del", NETNS])
-    left = [p for p in pids if alive(p)]
+    left = [p for p in pids if not exited(p)]
     if left:
         raise StackproofError(f"processes {left} in namespace {NETNS} did not exit")
     return pids
