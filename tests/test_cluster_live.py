@@ -203,7 +203,11 @@ def test_down_removes_daemons_namespaces_and_cgroups(live_cluster):
 def _up_cli(run_dir, *args, user=None):
     cmd = [sys.executable, "-m", "stackproof.cli", "cluster", "--run-dir", str(run_dir), "up", *args]
     if user:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        # `nobody`, keeping only CAP_DAC_READ_SEARCH: it reads the checkout and its venv wherever they
+        # live (a 0700 home, `mktemp -d`); what is tested is the refusal of a non-root uid, not where
+        # the checkout is
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+dac_read_search",
+               "--ambient-caps=+dac_read_search", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
