@@ -111,6 +111,10 @@ def fetch_commit(remote: str | Path, commit: str, work: Path) -> tuple[Path, dic
         why = _last_line(proc)
         if "not our ref" in why or "couldn't find remote ref" in why:
             raise FetchError(f"{remote}: has no commit {commit}")
+        missing = [ln.strip() for ln in proc.stderr.decode(errors="replace").splitlines() if "unable to read" in ln]
+        if missing:
+            why = (f"it lacks objects of that commit, a partial or damaged clone: "
+                   f"{missing[0].removeprefix('remote: ').removeprefix('fatal: ')}")
         raise FetchError(f"{remote}: fetching commit {commit[:12]} failed ({why})")
     proc = _git(repo, ["cat-file", "-t", commit], env, timeout=60)
     if proc.returncode != 0 or proc.stdout.strip() != b"commit":

@@ -275,7 +275,7 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
                 return _adopt(recipe, path, cache, f"mirror {path}")
         for repo in mirror_git_repos(recipe, mirror):
             try:
-                log(f"{recipe.name}: commit {src.git.commit[:12]} fetched from the mirror {repo}")
+                log(f"{recipe.name}: fetching commit {src.git.commit[:12]} from the mirror {repo}")
                 return _export_git(recipe, repo, cache, f"mirror {repo}@{src.git.commit}", log)
             except ChecksumError:
                 raise
@@ -301,7 +301,7 @@ def obtain(recipe: Recipe, mirror: Path | None = None, log=print, runner=subproc
         except FetchError as exc:
             tried.append(str(exc))
     if online and src.git:
-        log(f"{recipe.name}: commit {src.git.commit[:12]} fetched from {src.git.url} ({src.git.tag})")
+        log(f"{recipe.name}: fetching commit {src.git.commit[:12]} from {src.git.url} ({src.git.tag})")
         try:
             return _export_git(recipe, src.git.url, cache, f"git {src.git.url}@{src.git.commit}", log)
         except ChecksumError:
