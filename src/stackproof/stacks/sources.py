@@ -161,6 +161,7 @@ def _discard(path: Path, why: str, log) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+        path.with_name(path.name + ".origin").unlink(missing_ok=True)
     except OSError as exc:
         raise FetchError(f"{path}: cannot remove a damaged cache entry ({exc.strerror})") from None
 
