@@ -154,7 +154,7 @@ def live_cluster():
 def mpi_hello(tmp_path_factory):
     """The packaged MPI smoke program built with each MPI: {'openmpi': path, 'mpich': path}."""
     require_tools("mpicc.openmpi", "mpicc.mpich")
-    from stackproof.acceptance import build_mpi_hello
+    from stackproof.acceptance.driver import build_mpi_hello
     out_dir = tmp_path_factory.mktemp("hello")
     return {mpi: str(build_mpi_hello(mpi, out_dir)) for mpi in ("openmpi", "mpich")}
 

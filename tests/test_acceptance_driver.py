@@ -14,6 +14,7 @@ import pytest
 
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import read_bench_provenance
+from stackproof.reframe.session import merge_reports
 from stackproof.report.stats import design
 
 
@@ -32,7 +33,7 @@ def _doc(uuid, values, check="AMGBenchmark", var="fom", better="higher"):
 def test_looks_merge_into_one_report_with_unique_repeats(tmp_path):
     a = _doc("s1", {"commodity": [1.0, 1.1, 1.2, 1.05, 1.15], "vendor": [1.0, 1.12, 1.18, 1.04, 1.1]})
     b = _doc("s2", {"commodity": [1.01, 1.11], "vendor": [1.02, 1.09]})
-    merged = suite.merge([a, b], [0, 5], {"design": {"looks": [5, 7], "alpha": 0.05, "margin": 0.05}})
+    merged = merge_reports([a, b], [0, 5], {"design": {"looks": [5, 7], "alpha": 0.05, "margin": 0.05}})
     tcs = [tc for r in merged["runs"] for tc in r["testcases"]]
     assert len({(tc["unique_name"], tc["environ"]) for tc in tcs}) == 14
     assert sorted({tc["repeat_index"] for tc in tcs}) == list(range(7))
@@ -52,7 +53,7 @@ def test_undecided_checks_after_a_look():
     noisy = {"commodity": [1.0, 1.5, 0.7, 1.2, 0.9], "vendor": [1.1, 0.6, 1.4, 0.8, 1.3]}
     worse = {"commodity": [1.0, 1.01, 1.02, 1.03, 1.04], "vendor": [0.5, 0.51, 0.52, 0.53, 0.54]}
     docs = [_doc("s", same, "AMGBenchmark"), _doc("s", noisy, "SW4Benchmark"), _doc("s", worse, "HPCC")]
-    merged = suite.merge(docs, [0, 0, 0], {})
+    merged = merge_reports(docs)
     open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
     assert open_ == {"SW4Benchmark"} and (n_dec, n) == (2, 3)
 
@@ -70,13 +71,15 @@ def test_pairs_alternate_their_order_over_the_looks():
     assert not rx.search("OSUBenchmark%repeat_index=10%benchmark=osu_bibw")      # 1 is not 10
     assert rx.search("OSUBenchmark%repeat_index=0%benchmark=osu_bibw")
     assert suite.repeat_excludes([0, 1], 2) == []
-    # the two sessions of a look become one report with their counts added
+    # the two sessions of a look become one report, counted from the cases it holds
     a = _doc("s1", {"c": [1.0], "v": [1.1]})
     b = _doc("s2", {"v": [1.2], "c": [1.3]})
-    a["session_info"].update(num_cases=2, num_failures=0, num_skipped=1)
-    b["session_info"].update(num_cases=2, num_failures=1, num_skipped=0)
-    m = suite.merge_sessions([a, b])
+    b["runs"][0]["testcases"] = [dict(tc, name=tc["name"].replace("=0", "=1"), repeat_index=1)
+                                 for tc in b["runs"][0]["testcases"]]
+    b["runs"][0]["testcases"][0]["result"] = "fail"
+    m = merge_reports([a, b])
     assert (m["session_info"]["num_cases"], m["session_info"]["num_failures"]) == (4, 1)
+    assert m["session_info"]["stackproof_sessions"] == ["s1", "s2"]
     assert len([tc for r in m["runs"] for tc in r["testcases"]]) == 4 and "stackproof" not in m
 
 
@@ -141,8 +144,9 @@ def test_bench_provenance_is_read_and_cleaned(tmp_path):
 DRIVER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    import stackproof.acceptance as acc
+    import stackproof.acceptance.driver as acc
     from stackproof.acceptance import suite
+    from stackproof.reframe import session
     log = Path(sys.argv[1])
 
     class FakeCluster:
@@ -160,7 +164,7 @@ DRIVER = textwrap.dedent("""
             import os; return dict(os.environ)
 
     acc.Cluster = FakeCluster
-    acc.ensure_ready = lambda stacks, kind: []
+    session.preflight = lambda target: []
     acc.build_mpi_hello = lambda mpi, out: Path("/bin/true")
     acc.mpi_smoke = lambda *a: "ok"
     acc.profile_names = lambda: ["baseline"]
@@ -205,7 +209,7 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 
 
 def test_options_of_the_looks():
-    from stackproof.acceptance import parse_args
+    from stackproof.acceptance.driver import parse_args
     a = parse_args([])
     assert a.design.looks == (5, 8, 10) and a.design.paired and a.stack == ["commodity", "vendor"]
     # the form before looks (docs): a fixed number of pairs, one look at 95 %; 3 pairs reach it
@@ -245,7 +249,7 @@ def test_the_verdict_says_how_many_false_calls_identical_stacks_would_get(tmp_pa
     them different: the report says so beside the counts, with the design recorded by the driver."""
     vals = {"commodity": [1.0, 1.1, 0.9, 1.05, 0.95], "vendor": [1.02, 1.08, 0.93, 1.0, 0.97]}
     docs = [_doc("s", vals, check) for check in ("AMGBenchmark", "SW4Benchmark", "HPCC", "NetPIPE", "Hypre")]
-    merged = suite.merge(docs, [0] * 5, {"design": design().as_dict()})
+    merged = merge_reports(docs, record={"design": design().as_dict()})
     p = tmp_path / "m.json"
     p.write_text(json.dumps(merged))
     from stackproof.report import build, load_run

@@ -25,6 +25,7 @@ LAYERS = [
     ("stacks", ["stacks"]),
     ("report", ["report"]),
     ("provision", ["provision"]),
+    ("reframe", ["reframe"]),
     ("acceptance", ["acceptance"]),
     ("cli", ["cli"]),
 ]

@@ -123,17 +123,16 @@ def test_verdicts():
     assert run_outcome.problems(only_cpu, [], {}, False, "X") == []
 
 
-def test_run_py_gpu_partitions_real_gpus_only_and_last_system_wins():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("rfm_run", SUITE / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+def test_run_gpu_partitions_real_gpus_only_and_last_system_wins():
+    from stackproof.reframe.session import Target
     config = {"systems": [
         {"name": "testcluster", "partitions": [{"name": "cpu", "features": ["cpu"]},
                                                {"name": "gpu", "features": ["gpu", "fakegpu"]}]},
         {"name": "local", "partitions": [{"name": "default", "features": ["cpu"]},
                                          {"name": "gpu", "features": ["gpu", "cuda"]}]}]}
-    assert run.gpu_partitions(config, "testcluster", []) == []          # fake GPUs cannot run CUDA
-    assert run.gpu_partitions(config, "local", []) == ["local:gpu"]
-    assert run.gpu_partitions(config, "local", ["--system", "local:default"]) == []
-    assert run.gpu_partitions(config, "testcluster", ["--system=local"]) == ["local:gpu"]
+    def gpu_partitions(system, extra):
+        return Target(system, ["s"], config=config).gpu_partitions(extra)
+    assert gpu_partitions("testcluster", []) == []          # fake GPUs cannot run CUDA
+    assert gpu_partitions("local", []) == ["local:gpu"]
+    assert gpu_partitions("local", ["--system", "local:default"]) == []
+    assert gpu_partitions("testcluster", ["--system=local"]) == ["local:gpu"]

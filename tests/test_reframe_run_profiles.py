@@ -1,46 +1,35 @@
-"""reframe-tests/run.py per profile (one cluster configuration and ReFrame session each, reports
-merged) and the small pieces of stackproof_rfm that need no ReFrame session."""
-import importlib.util
+"""A run per profile (stackproof.reframe.session: one cluster configuration and ReFrame session each,
+reports merged; reframe-tests/run.py --profile) and the small pieces of the check library that need
+no ReFrame session."""
 import json
 import subprocess
 import sys
 
 import pytest
 
+from stackproof.errors import InputError
 from stackproof.paths import REPO
+from stackproof.reframe import session
 
 SUITE = REPO / "reframe-tests"
 
 
-@pytest.fixture(scope="module")
-def run_py():
-    sys.path.insert(0, str(SUITE / "config"))
-    spec = importlib.util.spec_from_file_location("stackproof_run_py", SUITE / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def test_report_option_is_taken_out_of_the_reframe_args():
+    assert session.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
+    assert session.report_option(["--report-file=r.json"]) == ("r.json", [])
+    assert session.report_option(["-n", "X"]) == (None, ["-n", "X"])
 
 
-def test_report_option_is_taken_out_of_the_reframe_args(run_py):
-    assert run_py.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
-    assert run_py.report_option(["--report-file=r.json"]) == ("r.json", [])
-    assert run_py.report_option(["-n", "X"]) == (None, ["-n", "X"])
-
-
-def test_merged_report_keeps_each_case_where_it_ran(run_py, tmp_path):
-    paths = []
+def test_merged_report_keeps_each_case_where_it_ran():
+    docs = []
     for i, (a, b) in enumerate((("pass", "skip"), ("skip", "fail"))):
         doc = {"session_info": {"uuid": f"u{i}", "num_cases": 3, "time_end": f"t{i}"},
                "runs": [{"num_cases": 3, "testcases": [
                    {"name": "a", "system": "tc", "partition": "cpu", "environ": "e", "result": a},
                    {"name": "b", "system": "tc", "partition": "cpu", "environ": "e", "result": b},
                    {"name": "c", "system": "tc", "partition": "cpu", "environ": "e", "result": "skip"}]}]}
-        path = tmp_path / f"r{i}.json"
-        path.write_text(json.dumps(doc))
-        paths.append(str(path))
-    target = tmp_path / "merged.json"
-    run_py.merge_reports(paths, target)
-    merged = json.loads(target.read_text())
+        docs.append(json.loads(json.dumps(doc)))
+    merged = session.merge_reports(docs)
     results = {tc["name"]: tc["result"] for tc in merged["runs"][0]["testcases"]}
     assert results == {"a": "pass", "b": "fail", "c": "skip"}
     info = merged["session_info"]
@@ -48,13 +37,29 @@ def test_merged_report_keeps_each_case_where_it_ran(run_py, tmp_path):
     assert info["stackproof_sessions"] == ["u0", "u1"] and info["time_end"] == "t1"
 
 
-def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run(run_py):
+def test_merged_retries_keep_the_final_result_and_repeats_shift():
+    """Run i of every session is one retry round: a case that failed and passed on retry counts as
+    passed; a later look's repeats follow the earlier ones', its names unique."""
+    tc = {"name": "N %repeat_index=0", "unique_name": "N_0", "system": "tc", "partition": "cpu", "environ": "e",
+          "repeat_index": 0}
+    first = {"session_info": {"uuid": "u0"}, "runs": [{"testcases": [dict(tc, result="fail")]},
+                                                      {"testcases": [dict(tc, result="pass")]}]}
+    later = {"session_info": {"uuid": "u1"}, "runs": [{"testcases": [dict(tc, result="pass")]}]}
+    merged = session.merge_reports([first, later], [0, 1], {"design": {}})
+    assert [[t["name"] for t in r["testcases"]] for r in merged["runs"]] == \
+        [["N %repeat_index=0", "N %repeat_index=1"], ["N %repeat_index=0"]]
+    assert merged["runs"][0]["testcases"][1]["unique_name"] == "N_0_r1"
+    info = merged["session_info"]
+    assert (info["num_cases"], info["num_failures"]) == (2, 0) and merged["stackproof"] == {"design": {}}
+
+
+def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run():
     from stackproof.nodes.profiles import profile_names
-    profiles = run_py.profiles_to_run(["all"])
+    profiles = session.profiles_to_run(["all"])
     assert profiles and set(profiles) <= set(profile_names()) and "baseline" in profiles
-    assert run_py.profiles_to_run(["corespec", "baseline", "corespec"]) == ["corespec", "baseline"]
-    with pytest.raises(SystemExit, match="unknown profile"):
-        run_py.profiles_to_run(["nope"])
+    assert session.profiles_to_run(["corespec", "baseline", "corespec"]) == ["corespec", "baseline"]
+    with pytest.raises(InputError, match="unknown profile"):
+        session.profiles_to_run(["nope"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -29,8 +29,8 @@ class SiteConfigError(ConfigError, RuntimeError):
 
 def run_order(stacks):
     """The stacks in the order ReFrame runs a test's environments: those named in
-    STACKPROOF_STACK_ORDER first, in that order (reframe-tests/run.py sets it from its --stack
-    options, so `make acceptance` can launch a pair B A as well as A B), then the rest."""
+    STACKPROOF_STACK_ORDER first, in that order (stackproof.reframe.session sets it from the stacks
+    of the session, so `make acceptance` can launch a pair B A as well as A B), then the rest."""
     asked = [s for s in os.environ.get('STACKPROOF_STACK_ORDER', '').split(',') if s in stacks]
     return tuple(dict.fromkeys(asked + list(stacks)))
 

@@ -27,7 +27,7 @@ COMMANDS = {
 # Programs with their own argument parser, reachable as `stackproof <noun> <verb> [their options]`
 # (their `python -m` entry points stay, for scripts that call them).
 PROGRAMS = {
-    ("acceptance", "run"): ("stackproof.acceptance", "bring up the test cluster, run the acceptance suite, "
+    ("acceptance", "run"): ("stackproof.acceptance.driver", "bring up the test cluster, run the acceptance suite, "
                             "write the report"),
     ("noise", "experiment"): ("stackproof.noise.experiment", "the noise experiment (Table IV, plots)"),
     ("noise", "bench"): ("stackproof.noise.bench", "benchmark the noise analysis (build/fwq/bench.json)"),

@@ -1,5 +1,5 @@
 import sys
 
-from stackproof.acceptance import main
+from stackproof.acceptance.driver import main
 
 sys.exit(main())

@@ -1,30 +1,30 @@
 """The ReFrame part of `make acceptance`: stack comparisons in looks (pairs of launches, A B then B A,
 until each metric's verdict is known) and the node checks once per core-specialization profile.
 
-run_reframe() is the one place that calls reframe-tests/run.py (one ReFrame session on the test
-cluster as it is now, i.e. under the profile it was brought up with). Each look is one session per
-pair order (A B pairs, then B A pairs); their reports are merged into one reframe-report.json with a
-`stackproof` record (design, timing, provenance) that `stackproof report` reads.
+run_reframe() runs one ReFrame session on the test cluster as it is now (i.e. under the profile it
+was brought up with) through stackproof.reframe.session, in-process: no readiness check of its own
+(the driver made the run's one). Each look is one session per pair order (A B pairs, then B A
+pairs); session.merge_reports makes one report of them, and the driver one reframe-report.json of
+everything with a `stackproof` record (design, timing, provenance) that `stackproof report` reads.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stackproof.errors import StackproofError
-from stackproof.paths import REPO
+from stackproof.reframe import session
+from stackproof.reframe.session import Target, load_report, merge_reports, testcases
 from stackproof.report.rows import cases_from_report, perf_rows, resolve_labels, strip_repeat
 from stackproof.report.sections import Context
 from stackproof.report.stats import Design
 from stackproof.report.verdict import decided, verdict_rows
 
+# The system the sessions run on: the test cluster's cpu partition (its gpu partition has fake GPUs).
+SYSTEM = "testcluster:cpu"
 # Checks that compare the stacks (repeated in looks) and node checks (one stack, once per profile).
 # MPIHello is not repeated in looks: every benchmark records its ranks' MPI library (identity probe).
 STACK_CHECKS = ("NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark",
@@ -82,120 +82,40 @@ class Progress:
             print(file=sys.stderr)
 
 
-_children: list[subprocess.Popen] = []
+def reframe_cmd(target: Target, stacks: list[str], names: list[str], report: Path, extra=()) -> list[str]:
+    """The session's `reframe` command (session.command): these stacks in this order, the checks whose
+    display name matches one of `names`. ReFrame's asynchronous policy: the cluster itself runs one
+    job at a time (--exclusive, --dependency=singleton, max_jobs=1), and the policy notices a
+    finished job within a poll (poll_rate_* in config/common.py), where the serial policy's Slurm
+    wait sleeps 1, 2, 3 s in turn: 0.5-1.5 s lost per launch, a quarter of a 2-s launch."""
+    return session.command(target, stacks=stacks, policy="async",
+                           extra=["-n", "|".join(names), "-x", ".*%size=paper", "--report-file", str(report), *extra])
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_children(grace: float = 20.0) -> None:
-    """SIGINT to each running ReFrame session's process group (run.py and ReFrame: ReFrame cancels its
-    jobs and writes its report), SIGTERM after `grace` s, SIGKILL after twice that; returns when
-    every process of the group is gone, not only its leader."""
-    for p in list(_children):
-        pgid = p.pid                          # start_new_session: the leader's pid is the group id
-        for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            if not _group_alive(pgid):
-                break
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(pgid):
-                p.poll()                      # reap the leader so the group can empty
-                time.sleep(0.2)
-        p.poll()
-        _children.remove(p)
-
-
-def reframe_cmd(stacks: list[str], names: list[str], report: Path, extra: list[str] = ()) -> list[str]:
-    """reframe-tests/run.py on the test cluster's cpu partition for these stacks and check names."""
-    cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
-    for s in stacks:
-        cmd += ["--stack", s]
-    # ReFrame's asynchronous policy: the cluster itself runs one job at a time (--exclusive,
-    # --dependency=singleton, max_jobs=1), and the policy notices a finished job within a poll
-    # (poll_rate_* in config/common.py), where the serial policy's Slurm wait sleeps 1, 2, 3 s in
-    # turn: 0.5-1.5 s lost per launch, a quarter of a 2-s launch.
-    return cmd + ["--", "--system", "testcluster:cpu", "-n", "|".join(names), "-x", ".*%size=paper",
-                  "--exec-policy=async", "--report-file", str(report), *extra]
-
-
-def run_reframe(env: dict, stacks: list[str], names: list[str], repeat: int, report: Path, log: Path,
-                progress: Progress, extra: list[str] = ()) -> tuple[int, float]:
-    """One ReFrame session (reframe-tests/run.py) on the test cluster as it is now: the checks whose
-    display name matches one of `names`, each repeated `repeat` times, stacks interleaved. Output goes
-    to `log`; the live line to stderr. Returns (exit status, seconds). The session runs in its own
-    process group so an interrupt reaches it through stop_children() only, in order."""
-    cmd = reframe_cmd(stacks, names, report, extra)
-    env = {**env, "STACKPROOF_REPEAT": str(repeat)}
+def run_reframe(target: Target, env: dict, stacks: list[str], names: list[str], repeat: int, report: Path,
+                log: Path, progress: Progress, extra=()) -> tuple[int, float]:
+    """One ReFrame session on the test cluster as it is now: the checks whose display name matches one
+    of `names`, each repeated `repeat` times, stacks in this order. Output goes to `log`; the live line
+    to stderr. A session that measured nothing (session.outcome) fails, its reason in the log.
+    Returns (exit status, seconds)."""
+    cmd = reframe_cmd(target, stacks, names, report, extra)
+    env = session.session_env(stacks, {**env, "STACKPROOF_REPEAT": str(repeat)})
     t0 = time.monotonic()
     t_case: list = []
     with open(log, "a", buffering=1) as fh:          # line-buffered: the log follows the run
         fh.write(f"$ {' '.join(cmd)}\n")
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, start_new_session=True)
-        _children.append(proc)           # stays listed when interrupted: stop_children() ends it
-        for line in proc.stdout:
+
+        def on_line(line: str) -> None:
             fh.write(line)
             progress.feed(line, t_case)
-        rc = proc.wait()
-        _children.remove(proc)
+        rc, lines = session.run_session(cmd, env, on_line)
+        cases = testcases(load_report(report)) if report.is_file() else None
+        problems = session.outcome(replace(target, stacks=list(stacks)), cases, lines, ["-n", *names])
+        for problem in problems:
+            fh.write(f"error: {problem}\n")
     if progress.tty:
         print(file=sys.stderr)
-    return rc, time.monotonic() - t0
-
-
-def load_report(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise StackproofError(f"ReFrame report {path}: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
-        raise StackproofError(f"{path}: not a ReFrame run report")
-    return doc
-
-
-def merge(docs: list[dict], offsets: list[int], record: dict) -> dict:
-    """One report from several sessions: the first session's info, every run's test cases with the
-    repeat index shifted by the pairs of earlier looks (unique names stay unique), and our record."""
-    out = {"session_info": dict(docs[0].get("session_info") or {}), "runs": [], "stackproof": record}
-    for doc, off in zip(docs, offsets):
-        for run in doc.get("runs") or []:
-            tcs = []
-            for tc in run.get("testcases") or []:
-                tc = dict(tc)
-                if off and isinstance(tc.get("repeat_index"), int):
-                    idx = tc["repeat_index"] + off
-                    for k in ("name", "display_name", "unique_name"):
-                        if isinstance(tc.get(k), str):
-                            tc[k] = re.sub(r"%repeat_index=\d+", f"%repeat_index={idx}", tc[k])
-                            if k == "unique_name":
-                                tc[k] += f"_r{idx}"
-                    tc["repeat_index"] = idx
-                tcs.append(tc)
-            out["runs"].append({**run, "testcases": tcs})
-    return out
-
-
-def merge_sessions(docs: list[dict]) -> dict:
-    """The sessions of one look as one report: their runs, and their case counts added up."""
-    out = merge(docs, [0] * len(docs), {})
-    del out["stackproof"]
-    info = out["session_info"]
-    for k in ("num_cases", "num_failures", "num_skipped"):
-        vals = [(d.get("session_info") or {}).get(k) for d in docs]
-        if all(isinstance(v, int) for v in vals):
-            info[k] = sum(vals)
-    return out
+    return rc or (1 if problems else 0), time.monotonic() - t0
 
 
 def undecided_checks(doc: dict, stacks: list[str], design: Design) -> tuple[set[str], int, int]:
@@ -235,17 +155,13 @@ def job_seconds(testcases: list[dict]) -> list[tuple[dict, float]]:
     return out
 
 
-def _testcases(doc: dict) -> list[dict]:
-    return [tc for run in doc.get("runs") or [] for tc in run.get("testcases") or []]
-
-
 def look_estimate(doc: dict, cases: set[str], pairs: int, wall_s: float, add: int) -> float:
     """Seconds the next look should take: the jobs of the cases still open (their run phase in this
     look, per pair, times the pairs to add) plus this session's time outside jobs (ReFrame's start,
     the checks' setup), which every session pays once. A look re-runs only the open cases, so the
     last look's whole wall time per pair would overstate it."""
     in_jobs, open_s = 0.0, 0.0
-    for tc, t in job_seconds(_testcases(doc)):
+    for tc, t in job_seconds(testcases(doc)):
         in_jobs += t
         if strip_repeat(str(tc.get("display_name") or "")) in cases:
             open_s += t
@@ -279,10 +195,12 @@ def repeat_excludes(keep: list[int], add: int) -> list[str]:
     return ["-x", f"%repeat_index=({'|'.join(map(str, drop))})(%|$)"] if drop else []
 
 
-def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budget_s: float,
+def compare_stacks(target: Target, env: dict, out: Path, design: Design, budget_s: float,
                    extra: list[str]) -> tuple[dict, list[dict], str]:
     """The looks: pairs up to each look, then only the checks still undecided; each look's pairs in
-    alternating order (pair_orders). Returns (merged report without record, look records, summary)."""
+    alternating order (pair_orders) over the target's stacks (the baseline first). Returns (merged
+    report without record, look records, summary)."""
+    stacks = target.stacks
     docs, offsets, looks = [], [], []
     open_: set[str] = set()
     names = [f"^{c}" for c in STACK_CHECKS]
@@ -310,16 +228,16 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
             later = sum(len(k) for _, k in sessions[j + 1:])
             progress.more = later / len(keep)
             once = ["-x", "^(?!.*%repeat_index=)"] if j else []   # checks without repeats: first session only
-            rc, w = run_reframe(env, order, names, add, report, out / "reframe.log", progress,
+            rc, w = run_reframe(target, env, order, names, add, report, out / "reframe.log", progress,
                                 [*extra, *repeat_excludes(keep, add), *once])
             if not report.is_file():
                 raise StackproofError(f"ReFrame wrote no report in look {i} (exit {rc}); see {out / 'reframe.log'}")
             look_docs.append(load_report(report))
             wall, rcs = wall + w, rcs + [rc]
-        docs.append(merge_sessions(look_docs))
+        docs.append(merge_reports(look_docs))
         offsets.append(done_pairs)
         done_pairs = pairs
-        merged = merge(docs, offsets, {})
+        merged = merge_reports(docs, offsets)
         open_, n_dec, n = undecided_checks(merged, stacks, design)
         looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1),
                       "rc": max(rcs), "sessions": [{"order": o, "repeats": [done_pairs - add + k for k in keep]}
@@ -337,7 +255,8 @@ def compare_stacks(env: dict, out: Path, stacks: list[str], design: Design, budg
     return merged, looks, summary
 
 
-def node_checks(env: dict, out: Path, stack: str, profile: str, repeat: int, extra: list[str]) -> tuple[dict, str]:
+def node_checks(target: Target, env: dict, out: Path, stack: str, profile: str, repeat: int,
+                extra: list[str]) -> tuple[dict, str]:
     """The node checks of one profile (the cluster runs it now), with one stack."""
     names = [f"^{c}.*%profile={re.escape(profile)}(%|$)" for c in NODE_CHECKS]
     if profile == "baseline":
@@ -345,7 +264,7 @@ def node_checks(env: dict, out: Path, stack: str, profile: str, repeat: int, ext
     report = out / f"reframe-node-{profile}.json"
     report.unlink(missing_ok=True)
     progress = Progress(time.monotonic(), repeat, look=f"node checks under {profile}", unit="repeat")
-    rc, wall = run_reframe({**env, "STACKPROOF_NOISE_STACK": stack}, [stack], names, repeat, report,
+    rc, wall = run_reframe(target, {**env, "STACKPROOF_NOISE_STACK": stack}, [stack], names, repeat, report,
                            out / "reframe.log", progress, extra)
     if not report.is_file():
         return {"runs": []}, f"ReFrame wrote no report (exit {rc})"
@@ -367,7 +286,7 @@ def timing(docs: list[dict], wall_s: float, looks: list[dict], costs: dict) -> d
     """Harness vs benchmark time: the jobs' own run time (job_seconds) summed over the test cases."""
     launch, n = 0.0, 0
     for doc in docs:
-        for _tc, t in job_seconds(_testcases(doc)):
+        for _tc, t in job_seconds(testcases(doc)):
             launch += t
             n += 1
     return {"wall_s": round(wall_s, 1), "launch_s": round(launch, 1), "launches": n, "looks": looks, **costs}

@@ -24,7 +24,7 @@ its saved state, so jobs survive); different settings (another profile) restart 
 May import: the basics and nodes/ (node types, slurm.conf rendering, profiles); owns the cluster's
 daemons, namespaces, cgroups and state. Imported by stacks/ checks, acceptance/ and the CLI.
 """
-from stackproof.cluster.cli import find_built_mpibind_plugin, register, settings_from_args
+from stackproof.cluster.cli import find_built_mpibind_plugin, register, settings_from_args, settings_with
 from stackproof.cluster.core import REQUIRED, Cluster
 from stackproof.cluster.daemons import slurmctld_pidfile, slurmd_pidfile
 from stackproof.cluster.netns import NETNS_PREFIX, host_veth, node_addr, subnet
@@ -39,5 +39,5 @@ DEFAULT_RUN_DIR = str(DEFAULT_RUN_DIRS[0])
 
 __all__ = ["Cluster", "Settings", "State", "CorruptState", "REQUIRED", "NETNS_PREFIX", "host_veth", "node_addr", "subnet",
            "DEFAULT_PORTS", "DEFAULT_RUN_DIR", "run_dir", "cgroup_mode", "log", "find_mpibind_plugin",
-           "find_built_mpibind_plugin", "register", "settings_from_args", "slurmctld_pidfile", "slurmd_pidfile",
+           "find_built_mpibind_plugin", "register", "settings_from_args", "settings_with", "slurmctld_pidfile", "slurmd_pidfile",
            "_alive", "_read_pid"]

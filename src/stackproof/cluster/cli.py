@@ -40,16 +40,24 @@ def _parse_ports(text: str) -> tuple[int, int]:
 
 
 def settings_from_args(args, current: dict | None = None) -> Settings:
-    """Settings for `up`: options given on the command line win; the others keep the running
-    cluster's values (so `up --profile corespec` switches the profile of a 3-node cluster with
-    fake GPUs and leaves the rest alone), or take the defaults when nothing runs."""
+    """Settings for `up` from its command line (settings_with)."""
+    return settings_with(current, **{k: getattr(args, k, None) for k in _OPTIONS})
+
+
+_OPTIONS = ("profile", "profile_file", "k", "nodes", "fake_gpus", "ports", "mpibind", "mpibind_args", "noise_daemon")
+
+
+def settings_with(current: dict | None = None, *, profile=None, profile_file=None, k=None, nodes=None,
+                  fake_gpus=None, ports=None, mpibind=None, mpibind_args=None, noise_daemon=None) -> Settings:
+    """Settings for `up`: the options given (not None) win; the others keep the running cluster's
+    values `current` (so `up --profile corespec` switches the profile of a 3-node cluster with fake
+    GPUs and leaves the rest alone), or take the defaults when nothing runs. noise_daemon "none": none."""
     base = Settings()
     if current:
         try:
             base = Settings(**{**current, "ports": tuple(current["ports"])})
         except (TypeError, KeyError, ValueError):
             base = Settings()
-    mpibind = args.mpibind
     if mpibind is None:
         plugin = base.mpibind_plugin if current else find_built_mpibind_plugin()
     elif mpibind == "off":
@@ -63,27 +71,26 @@ def settings_from_args(args, current: dict | None = None) -> Settings:
     def pick(value, inherited):
         return inherited if value is None else value
     # k belongs to the profile: a new profile without --k takes the node type's default.
-    k = args.k if args.k is not None else (base.k if args.profile is None else None)
-    profile, profile_file = _profile_and_file(args, base)
-    return Settings(profile=profile, profile_file=profile_file, k=k, nodes=pick(args.nodes, base.nodes),
-                    fake_gpus=pick(args.fake_gpus, base.fake_gpus), ports=pick(args.ports, base.ports),
-                    mpibind_plugin=plugin, mpibind_args=pick(args.mpibind_args, base.mpibind_args),
-                    noise_daemon="" if args.noise_daemon == "none" else pick(args.noise_daemon, base.noise_daemon))
+    k = k if k is not None else (base.k if profile is None else None)
+    profile, profile_file = _profile_and_file(profile, profile_file, base)
+    return Settings(profile=profile, profile_file=profile_file, k=k, nodes=pick(nodes, base.nodes),
+                    fake_gpus=pick(fake_gpus, base.fake_gpus), ports=pick(ports, base.ports),
+                    mpibind_plugin=plugin, mpibind_args=pick(mpibind_args, base.mpibind_args),
+                    noise_daemon="" if noise_daemon == "none" else pick(noise_daemon, base.noise_daemon))
 
 
-def _profile_and_file(args, base: Settings) -> tuple[str, str]:
+def _profile_and_file(profile, pfile, base: Settings) -> tuple[str, str]:
     """--profile-file FILE adds FILE's profiles (checked here, before anything is stopped); without
     --profile it selects the file's only profile. A catalog --profile alone drops an inherited file."""
-    pfile = getattr(args, "profile_file", None)
     if pfile is None:
-        return (base.profile, base.profile_file) if args.profile is None else (
-            args.profile, base.profile_file if args.profile not in profile_names() else "")
+        return (base.profile, base.profile_file) if profile is None else (
+            profile, base.profile_file if profile not in profile_names() else "")
     path = os.path.abspath(pfile)
     names = list(read_profile_file(path)["profiles"])
-    if args.profile is None and len(names) != 1:
+    if profile is None and len(names) != 1:
         raise InputError(f"--profile-file {pfile}: it has {len(names)} profiles ({', '.join(names)}): "
                          "choose one with --profile")
-    return args.profile or names[0], path
+    return profile or names[0], path
 
 
 def _cmd_up(args) -> int:

@@ -1,0 +1,434 @@
+"""`make acceptance`: compare software stacks on the local test cluster (default: commodity =
+Debian Open MPI 4.1 vs vendor = Intel MPI + MKL, baseline commodity), after checking the node
+profiles; print and write a summary, tear the cluster down.
+
+  python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity]
+         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--unpaired] [--margin 0.05] [--budget-min 8] [--target-s 2]
+
+Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
+per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
+application core, each rank's CPU checked) and the node checks of that profile (FWQ x injected
+signature, core specialization; binding under baseline), one ReFrame session each, with the
+baseline stack; an MPI smoke across 3 namespaced nodes; then the stack comparison in looks
+(suite.py): pairs of launches A B, B A, ... until every metric's verdict is known (docs/performance.md),
+benchmarks sized by time (--target-s per launch). Then the noise hunt, the noise projection and
+`stackproof report`. Each step prints `[i/n] step ... ok (s)`, the ReFrame sessions a live line.
+SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,
+one line, exit 128 + signal (130 for SIGINT). Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
+summary.md, report.html, report.md, reframe-report.json (merged sessions), reframe.log.
+
+The steps, in order, are plan_steps(): a new step is one line there. The ReFrame sessions are
+suite.py's, through stackproof.reframe.session (the one way to run ReFrame).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from stackproof.cluster import Cluster, Settings, find_built_mpibind_plugin
+from stackproof.cpulist import parse_list
+from stackproof.errors import StackproofError
+from stackproof.nodes.nodetype import from_host
+from stackproof.paths import REPO
+from stackproof.nodes.profiles import plan, profile_names, read_profile_env
+from stackproof.reframe import session
+from stackproof.report.stats import design
+from stackproof.stacks import StackError, load_stack, stack_names
+from stackproof.acceptance import suite
+from stackproof.acceptance.provenance import stack_provenance
+
+
+def build_mpi_hello(mpi: str, out_dir: Path) -> Path:
+    """Compile the packaged MPI smoke program with mpicc.<mpi> (openmpi | mpich)."""
+    src = resources.files("stackproof.stacks") / "data" / "mpi_hello.c"
+    exe = Path(out_dir) / f"mpi_hello-{mpi}"
+    proc = subprocess.run([f"mpicc.{mpi}", "-O2", "-o", str(exe), str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"building the MPI smoke program with mpicc.{mpi} failed: {proc.stderr.strip()}")
+    return exe
+
+
+@dataclass
+class Result:
+    step: str
+    ok: bool
+    detail: str
+    seconds: float
+
+
+def profile_env(cluster: Cluster) -> dict[str, str]:
+    return read_profile_env(cluster.root / "etc/stackproof/profile.env")
+
+
+def mpi_smoke(cluster: Cluster, hello: Path, profile: str) -> str:
+    """One Open MPI rank per application core; every rank must stay on the application CPUs."""
+    st = cluster.load_state()
+    if st is None:
+        raise StackproofError("the test cluster is not up")
+    env = profile_env(cluster)
+    n = env["STACKPROOF_APP_CORES"]
+    # explicit binding below: keep the mpibind plugin (if loaded) from overriding it
+    srun = ["srun", f"-n{n}", "--mpi=pmix"] + (["--mpibind=off"] if st.settings.get("mpibind_plugin") else [])
+    if env["STACKPROOF_RESERVED"] == "no":
+        # No system change: the job takes the whole node and binds ranks to the application cores.
+        cmd = ["salloc", "-N1", "--exclusive"] + srun + [f"--cpu-bind={env['STACKPROOF_SRUN_CPU_BIND']}", str(hello)]
+    else:
+        cmd = srun + [str(hello)]
+    proc = cluster.exec_cmd(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise StackproofError(f"MPI smoke failed under {profile}: {proc.stderr.strip()[-500:]}")
+    cpus = {int(c) for c in re.findall(r"cpu (\d+) sum", proc.stdout)}
+    app = parse_list(env["STACKPROOF_APP_CPUS"])
+    if len(cpus) == 0 or not cpus <= app:
+        raise StackproofError(f"{profile}: ranks ran on CPUs {sorted(cpus)}, application CPUs are {sorted(app)}")
+    return f"{n} ranks on CPUs {','.join(map(str, sorted(cpus)))} (app CPUs {env['STACKPROOF_APP_CPUS']})"
+
+
+def multinode_smoke(cluster: Cluster, hello: Path) -> str:
+    proc = cluster.exec_cmd(["srun", "-N3", "-n3", "--mpi=pmix", str(hello)], capture_output=True, text=True,
+                            timeout=300)
+    hosts = sorted(set(re.findall(r" on (\S+) cpu", proc.stdout)))
+    if proc.returncode != 0 or hosts != ["n1", "n2", "n3"]:
+        raise StackproofError(f"3-node MPI smoke failed (hosts {hosts}): {proc.stderr.strip()[-500:]}")
+    return "Open MPI over TCP across n1,n2,n3"
+
+
+def run(steps: list[tuple[str, Callable[[], str]]]) -> list[Result]:
+    results = []
+    for i, (name, fn) in enumerate(steps, start=1):
+        print(f"[{i}/{len(steps)}] {name} ...", end="", flush=True, file=sys.stderr)
+        t0 = time.monotonic()
+        try:
+            detail, ok = fn(), True
+        except (StackproofError, subprocess.TimeoutExpired) as exc:
+            detail, ok = str(exc), False
+        except Exception as exc:  # a broken step must not hide the others' results
+            detail, ok = f"{type(exc).__name__}: {exc}", False
+        dt = time.monotonic() - t0
+        print(f" {'ok' if ok else 'FAILED'} ({dt:.1f} s)", file=sys.stderr, flush=True)
+        if not ok:
+            print(f"      {detail}", file=sys.stderr)
+        results.append(Result(name, ok, detail, dt))
+    return results
+
+
+def summary_markdown(results: list[Result], header: str) -> str:
+    lines = ["# stackproof acceptance summary", "", header, "",
+             "| step | result | seconds | detail |", "|---|---|---:|---|"]
+    for r in results:
+        lines.append(f"| {r.step} | {'pass' if r.ok else '**FAIL**'} | {r.seconds:.1f} | {r.detail} |")
+    passed = sum(r.ok for r in results)
+    lines += ["", f"{passed} passed, {len(results) - passed} failed"]
+    return "\n".join(lines) + "\n"
+
+
+# FWQ size for acceptance on a small machine: 50,000 samples of ~7 us quanta (-w 16384) per rank;
+# runs with an injected signature sample for at least 5 signature periods (the check's rule).
+FWQ_SETTINGS = ["-S", "FWQNoise.samples=50000", "-S", "FWQNoise.work=16384"]
+DEFAULT_STACKS = ["commodity", "vendor"]
+
+
+def sizing(target_s: float, full_sweep: bool) -> list[str]:
+    """Benchmarks sized by time: each launch aims at `target_s` seconds (OSU: the verdict's sizes
+    only, iterations from a short probe; AMG/SW4: problem size scaled to the target)."""
+    out = []
+    for check in ("OSUBenchmark", "AMGBenchmark", "SW4Benchmark"):
+        out += ["-S", f"{check}.time_target={target_s:g}"]
+    out += ["-S", f"OSUBenchmark.full_sweep={'true' if full_sweep else 'false'}"]
+    return out
+
+
+def measure_costs(cluster: Cluster, stack: str) -> dict:
+    """The fixed cost of one launch: an empty job (submission) and the stack's identity probe, each the
+    median of 3 launches; reported next to the time inside the benchmarks."""
+    env = cluster.env()
+
+    def median_of(cmd):
+        ts = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                return None
+            ts.append(time.monotonic() - t0)
+        return round(statistics.median(ts), 3)
+    out = {"submit_s": median_of(["srun", "-n1", "true"])}
+    try:
+        st = load_stack(stack)
+        probe = st.benchmark("probe")
+        launch = list(st.launch_command("slurm"))
+        env.update(st.env_changes(env))
+        total = median_of(launch + ["-n2", str(probe)])
+        out["probe_s"] = None if total is None or out["submit_s"] is None else round(max(0.0, total - out["submit_s"]), 3)
+    except (StackError, OSError):
+        out["probe_s"] = None
+    return out
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m stackproof.acceptance", description=__doc__.split("\n\n")[0])
+    p.add_argument("--stack", action="append", metavar="NAME",
+                   help=f"a stack to compare (repeatable; default {' and '.join(DEFAULT_STACKS)})")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="the stack the others are compared with (default: the first --stack, i.e. commodity)")
+    p.add_argument("--min-pairs", type=int, default=5, help="launch pairs (A B) before the first look (default 5)")
+    p.add_argument("--max-pairs", type=int, default=10, help="launch pairs at most (default 10)")
+    p.add_argument("--looks", type=int, default=3, help="looks from min to max pairs (default 3)")
+    p.add_argument("--unpaired", action="store_true",
+                   help="compare the stacks' launches as two samples (Mann-Whitney) at every look; by default "
+                        "a look with enough pairs compares pair by pair (signed-rank on each pair's ratio)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="a fixed number of pairs, one look at 95 %% (--min-pairs N --max-pairs N --looks 1)")
+    p.add_argument("--margin", type=float, default=0.05,
+                   help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
+    p.add_argument("--budget-min", type=float, default=8.0,
+                   help="wall-clock budget of the stack comparison in minutes: no look starts that would end "
+                        "after it (default 8; 0: none)")
+    p.add_argument("--target-s", type=float, default=2.0, help="time target of one benchmark launch (default 2 s)")
+    p.add_argument("--full-sweep", action="store_true", help="OSU: every message size, not only the verdict's")
+    p.add_argument("--node-repeat", type=int, default=int(os.environ.get("STACKPROOF_REPEAT") or 3),
+                   help="launches of each node check (FWQ, core specialization) per profile (default 3)")
+    args = p.parse_args(argv)
+    args.stack = args.stack or list(DEFAULT_STACKS)
+    args.baseline = args.baseline or args.stack[0]
+    known = stack_names()
+    for name in args.stack:
+        if name not in known:
+            p.error(f"unknown stack {name!r} (known: {', '.join(known)})")
+    if args.baseline not in args.stack:
+        p.error(f"--baseline {args.baseline} is not one of the stacks compared ({', '.join(args.stack)})")
+    args.stack = [args.baseline] + [s for s in args.stack if s != args.baseline]
+    if args.repeat is not None:
+        args.min_pairs = args.max_pairs = args.repeat
+        args.looks = 1
+    try:
+        args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin,
+                             paired=not args.unpaired)
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
+        p.error("--node-repeat >= 1, 0 < --target-s <= 600 and 0 <= --budget-min <= 1440")
+    return args
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: not an error of a step, the end of the run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    # a second signal while cleaning up is ignored: the cleanup must finish
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        print("acceptance: must run as root (the test cluster starts daemons)", file=sys.stderr)
+        return 1
+    try:
+        target = session.target(suite.SYSTEM, args.stack)
+        for line in session.preflight(target):        # the run's one readiness check
+            print(f"acceptance: {line}", file=sys.stderr)
+    except StackError as exc:
+        print(f"acceptance: error: {exc}", file=sys.stderr)
+        return 2
+    except StackproofError as exc:
+        print(f"acceptance: error: {exc}", file=sys.stderr)
+        return 1
+    out = Path(os.environ.get("STACKPROOF_REPORT_DIR", REPO / "reports" / "acceptance"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "reframe.log").unlink(missing_ok=True)
+    for old in list(out.glob("reframe-look*.json")) + list(out.glob("reframe-node-*.json")):
+        old.unlink()
+    nt = from_host("local")
+    cluster = Cluster()
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    t_start = time.monotonic()
+    state: dict = {"node_docs": [], "costs": {}, "profiles": [], "target": target}
+    try:
+        hello = build_mpi_hello("openmpi", out)
+        steps = plan_steps(args, out, nt, cluster, hello, state)
+        results = run(steps)
+    except Interrupted as exc:
+        print(f"\nacceptance: interrupted ({exc}): stopping the ReFrame session and the test cluster",
+              file=sys.stderr, flush=True)
+        session.stop_sessions()
+        cluster.down(quiet=True)
+        print(f"acceptance: stopped after {time.monotonic() - t_start:.0f} s; partial results in {out}",
+              file=sys.stderr)
+        return 128 + exc.signum
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        session.stop_sessions()
+        cluster.down(quiet=True)
+    total = time.monotonic() - t_start
+    header = (f"Stacks {', '.join(args.stack)} (baseline {args.baseline}); looks after "
+              f"{', '.join(map(str, args.design.looks))} pairs ({'pair by pair' if args.design.paired else 'two samples'}), "
+              f"margin ±{100 * args.margin:g} %, "
+              f"{args.target_s:g} s per launch. Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x "
+              f"{nt.cores_per_socket} cores x {nt.threads_per_core} PUs), corespec "
+              f"k={nt.corespec.get('cores_per_socket')}. Total {total:.0f} s.")
+    md = summary_markdown(results, header)
+    (out / "summary.md").write_text(md)
+    (out / "summary.json").write_text(json.dumps({         # for `make bench-acceptance` (acceptance/bench.py)
+        "stacks": args.stack, "baseline": args.baseline, "total_s": round(total, 1),
+        "steps": [{"step": r.step, "ok": r.ok, "seconds": round(r.seconds, 1)} for r in results]}, indent=1))
+    print("\n" + md, end="")
+    print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) -> list[tuple[str, Callable[[], str]]]:
+    steps: list[tuple[str, Callable[[], str]]] = []
+    for prof in profile_names():
+        try:
+            plan(nt, prof)
+        except StackproofError as exc:
+            steps.append((f"{prof}: skipped", lambda exc=exc: f"not applicable here: {exc}"))
+            continue
+        state["profiles"].append(prof)
+        steps.append((f"{prof}: cluster up", lambda p=prof: _up_in(cluster, p)))
+        steps.append((f"{prof}: MPI smoke", lambda p=prof: mpi_smoke(cluster, hello, p)))
+        steps.append((f"{prof}: node checks ({args.baseline})", lambda p=prof: _node_checks(cluster, out, args, p, state)))
+    steps.append(("3 nodes: cluster up", lambda: _up(cluster, Settings(profile="baseline", nodes=3))))
+    steps.append(("3 nodes: MPI smoke", lambda: multinode_smoke(cluster, hello)))
+    plugin = find_built_mpibind_plugin()
+    steps.append(("test cluster for the stacks (1 node, 2 fake GPUs, mpibind)",
+                  lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
+    steps.append(("launch costs (empty job, identity probe)", lambda: _costs(cluster, args, state)))
+    steps.append((f"stack comparison ({' vs '.join(args.stack)}, looks after "
+                  f"{', '.join(map(str, args.design.looks))} pairs)", lambda: _compare(cluster, out, args, state)))
+    steps.append(("results merged (reframe-report.json)", lambda: _merge(out, args, nt, state)))
+    for prof in ("baseline", "corespec"):
+        steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
+                      lambda p=prof: _hunt(cluster, out, p)))
+    steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
+    steps.append(("report", lambda: _report(out, args.baseline)))
+    return steps
+
+
+def _rfm_env(cluster: Cluster) -> dict:
+    st = cluster.load_state()
+    if st is None:
+        raise StackproofError("the test cluster is not up (see the cluster step above)")
+    env = cluster.env()
+    env.update(STACKPROOF_CLUSTER_NODES=str(len(st.node_names)), STACKPROOF_FAKE_GPUS=str(st.settings["fake_gpus"]))
+    return env
+
+
+def _node_checks(cluster: Cluster, out: Path, args, profile: str, state: dict) -> str:
+    doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, args.node_repeat,
+                                     FWQ_SETTINGS)
+    state["node_docs"].append(doc)
+    if not doc.get("runs") or suite.failures([doc]):
+        raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
+    return summary
+
+
+def _costs(cluster: Cluster, args, state: dict) -> str:
+    state["costs"] = measure_costs(cluster, args.baseline)
+    c = state["costs"]
+    return f"empty job {c.get('submit_s')} s, identity probe {c.get('probe_s')} s"
+
+
+def _compare(cluster: Cluster, out: Path, args, state: dict) -> str:
+    env = {**_rfm_env(cluster), "STACKPROOF_NOISE_STACK": args.baseline}
+    t0 = time.monotonic()
+    merged, looks, summary = suite.compare_stacks(state["target"], env, out, args.design, 60 * args.budget_min,
+                                                  sizing(args.target_s, args.full_sweep))
+    state.update(merged=merged, looks=looks, compare_s=time.monotonic() - t0)
+    if "failed" in summary:
+        raise StackproofError(summary + f" in {time.monotonic() - t0:.0f} s")
+    return summary + f" in {time.monotonic() - t0:.0f} s"
+
+
+def _merge(out: Path, args, nt, state: dict) -> str:
+    if not state.get("merged"):
+        raise StackproofError("the stack comparison produced no results")
+    docs = [state["merged"]] + state["node_docs"]
+    record = {"design": args.design.as_dict(),
+              "timing": suite.timing([state["merged"]], state["compare_s"], state["looks"],
+                                     {**state["costs"], "target_s": args.target_s}),
+              "provenance": {s: stack_provenance(s, nt.name, "baseline") for s in args.stack}}
+    doc = session.merge_reports(docs, record=record)
+    (out / "reframe-report.json").write_text(json.dumps(doc, indent=1, default=str))
+    n = sum(len(r["testcases"]) for r in doc["runs"])
+    t = record["timing"]
+    return f"{n} test cases; stack comparison {t['wall_s']:.0f} s wall, {t['launch_s']:.0f} s in {t['launches']} jobs"
+
+
+def _hunt(cluster: Cluster, out: Path, profile: str) -> str:
+    """`stackproof noise hunt` on the node while the test cluster runs `profile` (its daemons bound as
+    the profile says), kept in out/hunt/<profile>/ for the report's "who stole the time" section. A
+    host without tracefs or root gets "not measured" with the reason, not a pass."""
+    _up_in(cluster, profile)
+    target = out / "hunt" / profile
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--duration", "5",
+                           "--threshold", "60", "-o", str(target)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        if "tracefs" in reason or "root" in reason:
+            return f"not measured: {reason}"
+        raise StackproofError(f"stackproof noise hunt failed: {reason}")
+    return f"{target / 'hunt.md'}"
+
+
+def _project(out: Path, stack: str) -> str:
+    """`stackproof noise project` on this run's FWQ traces (every profile measured without an
+    injected signature), written to out/project/ for the report's "Noise at scale" section. A small
+    sweep: 1 to 16,384 nodes, binomial and linear allreduce, 300 iterations."""
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--run", str(out),
+                           "--stack", stack, "--nodes", "1,64,1024,16384", "--iterations", "300",
+                           "--collective", "allreduce:binomial,linear", "-o", str(out / "project")],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"stackproof noise project failed: {proc.stderr.strip()[-1000:]}")
+    return f"{out / 'project' / 'project.md'}"
+
+
+def _report(out: Path, baseline: str) -> str:
+    report = out / "reframe-report.json"
+    if not report.exists():
+        raise StackproofError("no ReFrame results to report")
+    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(report),
+                           "--baseline", baseline, "-o", str(out), "--title", "stackproof acceptance report"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"stackproof report failed: {proc.stderr.strip()[-1000:]}")
+    return f"{out / 'report.html'}: {proc.stdout.strip()[-300:]}"
+
+
+def _up(cluster: Cluster, settings: Settings) -> str:
+    return _described(cluster.up(settings))
+
+
+def _up_in(cluster: Cluster, profile: str) -> str:
+    """The test cluster in `profile`, every other setting the default (1 node, no GPUs, no mpibind)."""
+    return _described(session.cluster_up(profile, base=Settings(), cluster=cluster))
+
+
+def _described(st) -> str:
+    return f"nodes {','.join(st.node_names)}, system CPUs {st.system_cpus or '-'}, app CPUs {st.app_cpus}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
