@@ -77,8 +77,7 @@ def test_run_py_profile_options_are_checked(args, message, tmp_path):
 
 
 def test_nodes_needed_rounds_up():
-    sys.path.insert(0, str(SUITE / "lib"))
-    from stackproof_rfm import nodes_needed
+    from stackproof.reframe.layout import nodes_needed
     assert nodes_needed(2, 1) == 2 and nodes_needed(3, 2) == 2 and nodes_needed(1, None) == 1
     assert nodes_needed(None, None) == 1
 

@@ -418,40 +418,18 @@ class _FakePart:
         self.features, self.extras = features, {"stackproof_root": str(root), "nodetype": "x"}
 
 
-class _FakeTest:
-    noise_daemon = ""
-    records_identity = True
-
-    def __init__(self, part, stagedir, profile=None):
-        self.current_partition, self.stagedir, self.skipped, self.profile = part, str(stagedir), None, profile
-
-    def is_dry_run(self):
-        return False
-
-    def skip(self, msg):
-        self.skipped = msg
-        raise RuntimeError("skipped: " + msg)
-
-
-def _node_profile(t):
-    from stackproof_rfm import NodeProfile
-    t.wanted_profile = lambda: NodeProfile.wanted_profile(t)
-    NodeProfile._node_profile(t)
-    return t.profile_env
-
-
-def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partitions(monkeypatch, tmp_path):
+def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partitions(tmp_path):
     """MPIHello & co. (no profile of their own) run on nodes whose image fixes corespec; a check asking
     for another profile is still skipped there."""
-    from stackproof.paths import REPO
-    monkeypatch.syspath_prepend(str(REPO / "reframe-tests" / "lib"))
+    from reframe.core.exceptions import SkipTestError
+    from stackproof.reframe.profile import profile_values
     (tmp_path / "etc/stackproof").mkdir(parents=True)
     (tmp_path / "etc/stackproof/profile.env").write_text("STACKPROOF_PROFILE=corespec\nSTACKPROOF_APP_CORES=1\n")
     part = _FakePart(["remote", "corespec"], tmp_path)
-    assert _node_profile(_FakeTest(part, tmp_path))["STACKPROOF_APP_CORES"] == "1"
-    assert _node_profile(_FakeTest(part, tmp_path, "corespec"))["STACKPROOF_PROFILE"] == "corespec"
-    with pytest.raises(RuntimeError, match="runs profile 'corespec'; this check measures 'baseline'"):
-        _node_profile(_FakeTest(part, tmp_path, "baseline"))
+    assert profile_values(part, None, tmp_path)["STACKPROOF_APP_CORES"] == "1"
+    assert profile_values(part, "corespec", tmp_path)["STACKPROOF_PROFILE"] == "corespec"
+    with pytest.raises(SkipTestError, match="runs profile 'corespec'; this check measures 'baseline'"):
+        profile_values(part, "baseline", tmp_path)
 
 
 def test_down_removes_virtiofsd_pid_files_of_its_own_sockets_only(monkeypatch, tmp_path):

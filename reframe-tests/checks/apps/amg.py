@@ -15,26 +15,21 @@ launch's setup + solve takes about T seconds here: the work grows with the point
 edge grows with the cube root of T / CI_SECONDS (CI_SECONDS: the ci grid's setup + solve measured on
 this machine, docs/performance.md); `size_scale` multiplies the points for a site's faster nodes.
 """
-import os
-import sys
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, variable
+from reframe.core.exceptions import SanityError
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
-
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-import reframe.utility.typecheck as typ                 # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof_rfm import Repeated, StackproofMixin, dims_create  # noqa: E402
+from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.layout import dims_create
 
 CI_SECONDS = 0.45       # setup + solve of the 20^3-per-rank ci grid, 2 ranks, on the 2-core build machine (measured)
 CODES = {'amg': 'AMG 1.2 (Figure of Merit (FOM_N))', 'amg2023': 'AMG2023 (Figure of Merit (FOM): ...)'}
 
 
 @rfm.simple_test
-class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class AMGBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     code = parameter(list(CODES), loggable=True)
     size = parameter(['ci', 'paper'], loggable=True)
     #: -problem (AMG 1.2: 1 = AMG-PCG 27-point; AMG2023: 1 = AMG-GMRES 27-point, 2 = AMG-PCG 7-point)
@@ -70,20 +65,15 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             self.valid_systems = ['+remote']
 
     @run_after('setup')
-    def paper_size_needs_real_nodes(self):
-        part = self.current_partition
-        if self.size != 'paper' or 'emulated' not in part.features or self.paper_on_emulated or self.is_dry_run():
-            return
-        points = self.paper_grid[0] * self.paper_grid[1] * self.paper_grid[2]
-        self.skip(f'size=paper is the per-node problem of real nodes ({points:,} points on each of '
-                  f"{part.extras['cores_per_node']} ranks per node); the {part.extras['nodes']} node(s) of "
-                  f'{part.fullname} are emulated on one host and share its CPUs and memory: size=ci measures '
-                  f'the stacks here (-S AMGBenchmark.paper_on_emulated=true runs it anyway)')
-
-    @run_after('setup')
     def set_launch(self):
+        part, extras = self.current_partition, self.current_partition.extras
+        if self.size == 'paper' and 'emulated' in part.features and not (self.paper_on_emulated or self.is_dry_run()):
+            points = self.paper_grid[0] * self.paper_grid[1] * self.paper_grid[2]
+            self.skip(f'size=paper is the per-node problem of real nodes ({points:,} points on each of '
+                      f"{extras['cores_per_node']} ranks per node); the {extras['nodes']} node(s) of "
+                      f'{part.fullname} are emulated on one host and share its CPUs and memory: size=ci measures '
+                      f'the stacks here (-S AMGBenchmark.paper_on_emulated=true runs it anyway)')
         self.executable = self.stack_binary(self.code)
-        extras = self.current_partition.extras
         nodes = self.nodes or (extras['nodes'] if self.size == 'paper' else 1)
         self.num_tasks_per_node = self.tasks_per_node or extras['cores_per_node']
         self.num_tasks = nodes * self.num_tasks_per_node
@@ -98,24 +88,15 @@ class AMGBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         f = (self.time_target / CI_SECONDS * self.size_scale) ** (1 / 3)
         return [max(10, min(200, round(n * f))) for n in self.ci_grid]
 
-    @sn.deferrable
-    def right_code(self):
+    def verify(self):
         result = self.parse_output('amg')
         if result.code != self.code:
             raise SanityError(f'{self.stage_file()}: expected {CODES[self.code]} output, got '
                               f'{CODES[result.code]} output (wrong binary in benchmarks.{self.code}?)')
         return True
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.right_code()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         result = self.parse_output('amg')
-        values = {'fom': (result.fom, 'nnz*iter/s'), 'fom_setup': (result.fom_setup, 'nnz/s'),
-                  'fom_solve': (result.fom_solve, 'nnz*iter/s'), 'setup_time': (result.setup_s, 's'),
-                  'solve_time': (result.solve_s, 's')}
-        self.set_perf_values(values)
+        return {'fom': (result.fom, 'nnz*iter/s'), 'fom_setup': (result.fom_setup, 'nnz/s'),
+                'fom_solve': (result.fom_solve, 'nnz*iter/s'), 'setup_time': (result.setup_s, 's'),
+                'solve_time': (result.solve_s, 's')}

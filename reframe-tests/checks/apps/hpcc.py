@@ -9,27 +9,22 @@ stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark (skipped,
 it, when the stack has none). Repeated STACKPROOF_REPEAT times.
 """
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-import reframe.utility.typecheck as typ                 # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.benchparse import HPCC_METRICS          # noqa: E402
-from stackproof.stacks.hpccinput import hpcc_input     # noqa: E402
-from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
+from stackproof.benchparse import HPCC_METRICS
+from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.layout import dims_create
+from stackproof.stacks.hpccinput import hpcc_input
 
 #: the performance variables reported (of HPCC_METRICS) and which way is better
 PERF_BETTER = {'hpl': 'higher', 'dgemm_star': 'higher', 'dgemm_single': 'higher',
                'stream_triad_star': 'higher', 'stream_triad_single': 'higher', 'ptrans': 'higher',
                'randomaccess_mpi': 'higher', 'fft_mpi': 'higher', 'beff_latency': 'lower',
                'beff_bandwidth': 'higher', 'ring_bandwidth': 'higher'}
-
 
 
 def process_grid(ntasks):
@@ -39,7 +34,8 @@ def process_grid(ntasks):
 
 
 @rfm.simple_test
-class HPCCBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     size = parameter(['ci'], loggable=True)
     #: HPL matrix order per size (HPCC sizes PTRANS, STREAM, RandomAccess and FFT from the same memory)
     hpl_n = variable(typ.Dict[str, int], value={'ci': 1000, 'node': 20000})
@@ -72,8 +68,7 @@ class HPCCBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fh:
             fh.write(hpcc_input(self.hpl_n[self.size], self.block, p, q, "written by stackproof's hpcc check"))
 
-    @sn.deferrable
-    def hpcc_passed(self):
+    def verify(self):
         result = self.parse_output('hpcc', 'hpccoutf.txt')
         if not result.success:
             raise SanityError(f"{self.stage_file('hpccoutf.txt')}: HPCC reports failure (Success=0 or an HPL "
@@ -83,14 +78,7 @@ class HPCCBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                               f'{self.num_tasks} were launched')
         return True
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.hpcc_passed()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         result = self.parse_output('hpcc', 'hpccoutf.txt')
         units = {name: unit for name, unit, _factor in HPCC_METRICS.values()}
-        self.set_perf_values({name: (result.values.get(name), units[name]) for name in PERF_BETTER})
+        return {name: (result.values.get(name), units[name]) for name in PERF_BETTER}

@@ -7,23 +7,18 @@ grid -P, MPI_Dims_create-style); `ci` takes a few seconds per launch. Performanc
 wall-clock times (s) and the iteration count; the final relative residual must reach the tolerance.
 Output parsed by stackproof.benchparse.parse_hypre_ij. Repeated STACKPROOF_REPEAT times.
 """
-import os
-import sys
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, variable
+from reframe.core.exceptions import SanityError
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
-
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-import reframe.utility.typecheck as typ                 # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof_rfm import Repeated, StackproofMixin, dims_create   # noqa: E402
+from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.layout import dims_create
 
 
 @rfm.simple_test
-class HypreBoomerAMG(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class HypreBoomerAMG(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     size = parameter(['ci'], loggable=True)
     #: grid points per rank (x, y, z) for each size
     grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [40, 40, 40], 'node': [100, 100, 100]})
@@ -50,22 +45,14 @@ class HypreBoomerAMG(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         self.executable_opts = (['-laplacian', '-n'] + [str(g) for g in grid] + ['-P'] + [str(p) for p in procs] +
                                 ['-solver', '0', '-tol', str(self.tolerance)])
 
-    @sn.deferrable
-    def converged(self):
+    def verify(self):
         result = self.parse_output('hypre')
         if result.residual > self.tolerance:
             raise SanityError(f'{self.stage_file()}: final relative residual {result.residual:g} above the '
                               f'tolerance {self.tolerance:g} (BoomerAMG did not converge)')
         return True
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.converged()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         result = self.parse_output('hypre')
-        self.set_perf_values({'setup_time': (result.setup_s, 's'), 'solve_time': (result.solve_s, 's'),
-                              'iterations': (result.iterations, '')})
+        return {'setup_time': (result.setup_s, 's'), 'solve_time': (result.solve_s, 's'),
+                'iterations': (result.iterations, '')}

@@ -11,16 +11,12 @@ time stepping takes about T seconds here (the cost per step is fixed by the grid
 small deck's step measured on this machine, docs/performance.md); `size_scale` multiplies the steps.
 """
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, variable
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-
-from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+from stackproof.reframe.check import StackCheck, repeats
 
 STEP_SECONDS = 0.007     # one time step of halfspace-small on 2 ranks here: 60 steps in 0.38-0.48 s (measured)
 INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sw4-inputs')
@@ -29,7 +25,8 @@ DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') 
 
 
 @rfm.simple_test
-class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class SW4Benchmark(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     deck = parameter(DECKS, loggable=True,
                      fmt=lambda path: os.path.splitext(os.path.basename(path))[0])
     #: nodes and ranks per node (0: one per core)
@@ -62,16 +59,11 @@ class SW4Benchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                                     f"{os.path.basename(self.deck)}")
         self.executable_opts = [os.path.basename(self.deck)]
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.parsed_ok('sw4'),
-                       sn.assert_found(r'program sw4 finished', self.stdout,
-                                       msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')])
+    def verify(self):
+        self.parse_output('sw4')
+        return sn.assert_found(r'program sw4 finished', self.stdout,
+                               msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')
 
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         result = self.parse_output('sw4')
-        values = {'solve_time': (result.solve_s, 's'), 'startup_time': (result.startup_s, 's')}
-        self.set_perf_values(values)
+        return {'solve_time': (result.solve_s, 's'), 'startup_time': (result.startup_s, 's')}

@@ -8,26 +8,22 @@ Without nvcc the check is skipped with the reason; run.py then fails a GPU parti
 checks were all skipped."""
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import (run_after, run_before, sanity_function,   # noqa: E402
-                                   variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.gpus import health as gpu_health                       # noqa: E402
-from stackproof.errors import StackproofError           # noqa: E402
-from stackproof_rfm import StackproofMixin              # noqa: E402
+from stackproof.errors import StackproofError
+from stackproof.gpus import health as gpu_health
+from stackproof.reframe.check import StackCheck
 
 LINKS_FILE = 'gpu_links.csv'
 LINKS_QUERY = 'index,pci.bus_id,pcie.link.gen.max,pcie.link.width.max'
 
 
 @rfm.simple_test
-class GPUHealth(StackproofMixin, rfm.RegressionTest):
+class GPUHealth(StackCheck, rfm.RegressionTest):
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'*_gflops': 'higher', '*_gbs': 'higher', '*_fraction': 'higher'}
     #: bytes per copy, in MiB
@@ -42,6 +38,7 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
     num_tasks_per_node = 1
     time_limit = '10m'
     reference_file = 'gpu.yaml'
+    under_profile = False         # the GPUs, whatever the cores' profile
     keep_files = [LINKS_FILE]     # the PCIe links the fractions were computed against
     tags = {'acceptance', 'gpu', 'health'}
 
@@ -88,18 +85,14 @@ class GPUHealth(StackproofMixin, rfm.RegressionTest):
                 cache['links'] = {}
         return cache['out'], cache['links']
 
-    @sanity_function
-    def validate(self):
+    def verify(self):
         out, _ = self._parsed()
         found = gpu_health.problems(out, self.num_devices)
         return sn.assert_true(not found, msg=f'{self.stage_file()}: ' + '; '.join(found))
 
-    @run_before('performance')
-    def set_figures(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         out, links = self._parsed()
         values, notes = gpu_health.figures(out, self.gpu_model, links)
         for note in notes:
             self.logger.warning(f'{self.display_name}: {note}')
-        self.set_perf_values(values)
+        return values

@@ -5,22 +5,17 @@ Performance variables: lat_8B (us, one-way time of 8 bytes) and bw_1MiB (MB/s at
 whole curve is kept as netpipe-curve.csv (bytes, usec, MB/s) for the report. Repeated
 STACKPROOF_REPEAT times (separate launches). Output parsed by stackproof.stacks.netpipe.
 """
-import os
-import sys
+import reframe as rfm
+from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
-
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import run_after, run_before, sanity_function, variable   # noqa: E402
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.stacks.netpipe import NetpipeError, curve, metrics, parse   # noqa: E402
-from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+from stackproof.reframe.check import StackCheck, repeats
+from stackproof.stacks.netpipe import NetpipeError, curve, metrics, parse
 
 
 @rfm.simple_test
-class NetPIPE(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class NetPIPE(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     #: smallest and largest message (bytes), repetitions per size (-n: a fixed count keeps the run short)
@@ -55,8 +50,7 @@ class NetPIPE(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                                   f'job output: {self.stage_file()}') from None
         return cache['_np_points']
 
-    @sn.deferrable
-    def curve_complete(self):
+    def verify(self):
         sizes = [p.bytes for p in self.points()]
         if max(sizes) < self.upper or min(sizes) > self.lower:
             raise SanityError(f"{self.stage_file('np.out')}: expected sizes {self.lower}..{self.upper} B, "
@@ -77,13 +71,6 @@ class NetPIPE(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             fh.write('bytes,usec,MBps\n')
             fh.writelines(f'{b},{us:.4f},{mbs:.3f}\n' for b, us, mbs in curve(points))
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.curve_complete()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
         m = metrics(self.points())
-        self.set_perf_values({'lat_8B': (m['lat_8B'], 'us'), 'bw_1MiB': (m['bw_1MiB'], 'MB/s')})
+        return {'lat_8B': (m['lat_8B'], 'us'), 'bw_1MiB': (m['bw_1MiB'], 'MB/s')}

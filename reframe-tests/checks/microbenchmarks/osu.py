@@ -1,39 +1,29 @@
-"""OSU micro-benchmarks of the stack under test (our own run-only library: hpctestlib's OSU is not
-in ReFrame 4.10 and downloads OSU 5.9 instead of measuring the stack's build).
+"""OSU micro-benchmarks 5.x/7.x of the stack under test: osu_latency, osu_bibw, osu_allreduce,
+osu_allgather, with host, CUDA device or managed buffers. Our own run-only check (hpctestlib's OSU is
+not in ReFrame 4.10 and downloads OSU 5.9 instead of measuring the stack's build): the binaries are
+the stack's `osu` benchmark directory, searched for osu_* (5.x and 7.x layouts); output parsed by
+stackproof.benchparse.parse_osu; one performance variable per message size, lat_<size>B (us) or
+bw_<size>B (MB/s). Repeated STACKPROOF_REPEAT times.
 
-Binaries: the stack's `osu` benchmark directory (stack file; e.g. <bench>/libexec/osu-micro-benchmarks/mpi,
-searched recursively for osu_*, so the 5.x and 7.x layouts both work); skipped, with the reason, when
-the stack has no OSU build. Repeated STACKPROOF_REPEAT times.
-One performance variable per message size: lat_<size>B (us) or bw_<size>B (MB/s), directions
-declared in `perf_better`. Output of OSU 5.x and 7.x is parsed by stackproof.benchparse.parse_osu.
+Sized by time (`make acceptance`): with `full_sweep=false` only the size the verdict uses runs (8 B
+latency and collectives, 1 MiB bandwidth); with `time_target=T` a short probe launch at that size
+measures one iteration and the timed run gets the iterations that fill T seconds, instead of OSU's
+fixed counts (bibw over every size to 4 MiB took 150 s per launch with Intel MPI here).
 
-Sized by time (`make acceptance`): with `full_sweep=false` only the sizes the verdict uses run
-(8 B latency and collectives, 1 MiB bandwidth); with `time_target=T` a short probe launch of the same
-size measures one iteration and the timed run gets the iterations that fill T seconds (warm-up a
-tenth), instead of OSU's fixed counts (10,000 latency iterations; bibw over every size to 4 MiB took
-150 s per launch with Intel MPI here).
-
-Nodes emulated on one host (partition feature `emulated`: the test cluster, the virtual cluster):
-their nodes share the host's cores, so OSU's fixed counts measure the host's scheduler, not MPI (6
-busy-polling allreduce ranks of 3 nodes on 2 CPUs: 15-20 ms per 2-byte call, hours per sweep). There,
-unless set, `time_target` is `emulated_time_target` (1 s per launch) and the collectives start at
-most one rank per host core in all (one per node over as many nodes as the host has cores) instead
-of one per core on every node.
+Nodes emulated on one host (feature `emulated`: the test and virtual clusters) share its cores, so
+OSU's fixed counts measure the host's scheduler (6 busy-polling allreduce ranks on 2 CPUs: 15-20 ms
+per call): there `time_target` defaults to `emulated_time_target` and the collectives start at most
+one rank per host core in all.
 """
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-import reframe.utility.typecheck as typ                 # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.gpus.cuda_aware import cuda_aware           # noqa: E402
-from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+from stackproof.gpus.cuda_aware import cuda_aware
+from stackproof.reframe.check import StackCheck, repeats
 
 # buffer kind -> (collective options, point-to-point positional buffer arguments)
 BUFFERS = {
@@ -55,8 +45,22 @@ PROBE = {'osu_latency': (1000, 100, '2 * v / 1e6'), 'osu_bibw': (5, 1, '2 * 64 *
          'osu_allreduce': (100, 10, 'v / 1e6'), 'osu_allgather': (100, 10, 'v / 1e6')}
 
 
+def without(opts, flag):
+    """opts without `flag VALUE` (a later -m/-i/-x of ours replaces the user's)."""
+    out, skip = [], False
+    for o in opts:
+        if skip:
+            skip = False
+        elif o == flag:
+            skip = True
+        else:
+            out.append(o)
+    return out
+
+
 @rfm.simple_test
-class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class OSUBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     benchmark = parameter(['osu_latency', 'osu_bibw', 'osu_allreduce', 'osu_allgather'], loggable=True)
     buffers = parameter(list(BUFFERS), loggable=True)
     #: options of the collectives (the paper's runs)
@@ -80,10 +84,8 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
-    # references/<stack>/osu.yaml, indexed by benchmark, buffers, placement and partition: this
-    # machine's measured medians for testcluster/local with bounds that catch a broken build or
-    # transport; a site puts its own per partition (the verdict itself compares the stacks with each
-    # other and needs none)
+    # references/<stack>/osu.yaml, by benchmark, buffers, placement and partition: bounds that catch a
+    # broken build or transport (the verdict compares the stacks with each other and needs none)
     reference_file = 'osu.yaml'
     records_identity = True
     time_limit = '20m'
@@ -99,6 +101,10 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def set_launch(self):
         self.executable = self.stack_binary('osu', pattern=self.benchmark)
+        if self.buffers != 'host' and not self.is_dry_run():
+            # device and managed buffers run only when the stack's MPI is CUDA-aware
+            aware, why = cuda_aware(self.stack, os.pathsep.join(self.stack_bin_dirs))
+            self.skip_if(not aware, why)
         extras = self.current_partition.extras
         emulated = 'emulated' in self.current_partition.features
         if emulated and self.time_target <= 0:
@@ -113,42 +119,25 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                 # 4-6 ms per 8-byte allreduce), spread over as many nodes as there are cores
                 nodes = min(nodes, per_node)
                 per_node = max(1, per_node // nodes)
-            nodes = self.collective_nodes or nodes
             self.num_tasks_per_node = self.collective_tasks_per_node or per_node
-            self.num_tasks = nodes * self.num_tasks_per_node
-            opts = list(self.collective_opts)
-            if not self.full_sweep:
-                opts = self._without(opts, '-m') + ['-m', f'{size}:{size}']
-            self.executable_opts = opts + collective_opts
+            self.num_tasks = (self.collective_nodes or nodes) * self.num_tasks_per_node
+            opts, buffer_opts = list(self.collective_opts), collective_opts
         else:
             # two ranks on two nodes (the network) when the partition has them, else on one node
             self.num_tasks = 2
             self.num_tasks_per_node = 1 if extras['nodes'] >= 2 else 2
-            opts = list(self.pt2pt_opts)
-            if not self.full_sweep:
-                opts = self._without(opts, '-m') + ['-m', f'{size}:{size}']
-            self.executable_opts = opts + pt2pt_buffers
+            opts, buffer_opts = list(self.pt2pt_opts), pt2pt_buffers
+        if not self.full_sweep:
+            opts = without(opts, '-m') + ['-m', f'{size}:{size}']
+        self.executable_opts = opts + buffer_opts
         self.placement = 'on-node' if self.num_tasks <= self.num_tasks_per_node else 'across-nodes'
         if self.time_target > 0:
             # iterations from the probe (shell variables set by the probe's prerun command)
-            self.executable_opts = (self._without(self._without(self.executable_opts, '-i'), '-x')
+            self.executable_opts = (without(without(self.executable_opts, '-i'), '-x')
                                     + ['-i', '"$OSU_ITER"', '-x', '"$OSU_WARMUP"'])
         if self.buffers != 'host':
             gpus = self.current_partition.select_devices('gpu')
             self.num_gpus_per_node = min(self.num_tasks_per_node, gpus[0].num_devices if gpus else 1)
-
-    @staticmethod
-    def _without(opts, flag):
-        """opts without `flag VALUE` (a later -m/-i/-x of ours replaces the user's)."""
-        out, skip = [], False
-        for o in opts:
-            if skip:
-                skip = False
-            elif o == flag:
-                skip = True
-            else:
-                out.append(o)
-        return out
 
     @run_before('run')
     def probe_iterations(self):
@@ -161,7 +150,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
         size = VERDICT_SIZE[self.benchmark] if not self.full_sweep else self.expected_max_size()
         self.job.num_tasks = self.num_tasks      # ReFrame copies it only when the job is prepared
         launch = self.job.launcher.run_command(self.job)
-        opts = ' '.join(self._without(self._without(self._without(list(self.executable_opts), '-m'), '-i'), '-x'))
+        opts = ' '.join(without(without(without(list(self.executable_opts), '-m'), '-i'), '-x'))
         self.prerun_cmds = list(self.prerun_cmds) + [
             f'{launch} {self.executable} {opts} -m {size}:{size} -i {timed} -x {warm} > osu-probe.out 2>&1',
             f"OSU_ITER=$(awk -v s={size} -v t={self.time_target} '!/^#/ && $1 == s {{v = $2}} END "
@@ -170,14 +159,6 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             'OSU_WARMUP=$(( OSU_ITER / 10 + 1 ))',
             'echo "osu probe: $OSU_ITER timed iterations, $OSU_WARMUP warm-up" >&2']
 
-    @run_after('setup')
-    def need_cuda_aware_mpi(self):
-        """Device and managed buffers run only when the stack's MPI is CUDA-aware; else skip saying why."""
-        if self.buffers == 'host' or self.is_dry_run():
-            return
-        aware, why = cuda_aware(self.stack, os.pathsep.join(self.stack_bin_dirs))
-        self.skip_if(not aware, why)
-
     def expected_max_size(self):
         if not self.full_sweep:
             return VERDICT_SIZE[self.benchmark]
@@ -185,8 +166,7 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             return int(self.collective_opts[self.collective_opts.index('-m') + 1].split(':')[-1])
         return PT2PT_MAX_SIZE
 
-    @sn.deferrable
-    def output_matches(self):
+    def verify(self):
         result = self.parse_output('osu')
         path = self.stage_file()
         if result.benchmark != TITLES[self.benchmark]:
@@ -198,15 +178,8 @@ class OSUBenchmark(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                               f'the last row is {last} B (truncated run?)')
         return True
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.output_matches()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
+    def measure(self):
         """One performance variable per message size found in the output."""
-        if self.is_dry_run():
-            return
         result = self.parse_output('osu')
         prefix = 'bw' if result.metric == 'bandwidth' else 'lat'
-        self.set_perf_values({f'{prefix}_{size}B': (value, result.unit) for size, value in result.values().items()})
+        return {f'{prefix}_{size}B': (value, result.unit) for size, value in result.values().items()}

@@ -21,23 +21,19 @@ profile x signature matrix runs once.
 import json
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import (parameter, run_after, run_before,   # noqa: E402
-                                   sanity_function, variable)
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.cpulist import parse_list               # noqa: E402
-from stackproof.noise import TraceError, load, stats_json   # noqa: E402
-from stackproof.paths import REPO                       # noqa: E402
-from stackproof.nodes.profiles import profile_names           # noqa: E402
-from stackproof.report.outcome import injector_not_measured   # noqa: E402
-from stackproof_rfm import (Repeated, StackproofMixin, cpu_bind_options,   # noqa: E402
-                            launcher_name, system_checks_stack)
+from stackproof.cpulist import parse_list
+from stackproof.nodes.profiles import profile_names
+from stackproof.noise import TraceError, load, stats_json
+from stackproof.paths import REPO
+from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.profile import cpu_bind_options
+from stackproof.reframe.stack import launcher_name, system_checks_stack
+from stackproof.report.outcome import injector_not_measured
 
 PROFILES = profile_names()
 # injected signatures: <frequency>Hz-<duration> (seed signatures of the paper: long/rare, short/frequent)
@@ -45,7 +41,8 @@ SIGNATURES = ['none', '10Hz-2500us', 'daemon-10Hz-2500us']
 
 
 @rfm.simple_test
-class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
+class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
+    repeat_index = repeats()
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'min': 'lower', 'mean': 'lower', 'max': 'lower', 'std': 'lower', 'noise_fraction': 'lower'}
     profile = parameter(PROFILES, loggable=True)
@@ -75,7 +72,7 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             if self.repeat_index > 0:
                 self.valid_systems = []     # only the stack comparison row repeats
         if self.signature.startswith('daemon-'):
-            self.noise_daemon = self.signature[len('daemon-'):]     # NodeProfile: the partition must run it
+            self.noise_daemon = self.signature[len('daemon-'):]     # the partition must run it (StackCheck)
 
     def _fwq_noise(self):
         path = os.environ.get('STACKPROOF_FWQ_NOISE') or str(REPO / 'build' / 'fwq' / 'fwq-noise')
@@ -123,22 +120,17 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                                      'pkill -TERM -x fwq-noise', 'wait $NOISE_PID']
 
     @run_before('sanity')
-    def injected_as_asked(self):
-        """An injected signature whose SCHED_FIFO was refused (or that was not injected) is not the
-        signature this row is about: the case is skipped as "not measured (reason)", never passed."""
-        if self.is_dry_run() or not self.injector_report:
-            return
-        why = injector_not_measured(self.stage_file(self.injector_report))
-        if why:
-            self.skip(f'not measured: {why}')
-
-    @run_before('sanity')
     def reduce_trace(self):
-        """Reduce the trace once (stackproof.noise), kept as fwq-stats.json; a missing or malformed
-        trace is kept as the reason sanity fails with."""
+        """An injected signature whose SCHED_FIFO was refused (or that was not injected) is not the
+        signature this row is about: the case is skipped as "not measured (reason)", never passed.
+        Else the trace is reduced once (stackproof.noise), kept as fwq-stats.json; a missing or
+        malformed trace is kept as the reason sanity fails with."""
         self.fwq_stats, self.fwq_problem = None, ''
         if self.is_dry_run():
             return
+        why = injector_not_measured(self.stage_file(self.injector_report)) if self.injector_report else None
+        if why:
+            self.skip(f'not measured: {why}')
         trace = self.stage_file('fwq.dat')
         if not os.path.isfile(trace):
             self.fwq_problem = f'{trace}: expected the fwq-mpi trace (-o fwq.dat); not written'
@@ -157,8 +149,8 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
             raise SanityError(self.fwq_problem or 'no FWQ statistics')
         return self.fwq_stats
 
-    @sn.deferrable
-    def ranks_on_app_cpus(self):
+    def verify(self):
+        """Every rank reported, each on its own application core of the profile."""
         cores, _ = self.noise_stats()
         trace = self.stage_file('fwq.dat')
         ranks = {c['rank'] for c in cores}
@@ -175,14 +167,8 @@ class FWQNoise(StackproofMixin, Repeated, rfm.RunOnlyRegressionTest):
                               f'{sorted(c["cpu"] for c in cores)}')
         return True
 
-    @sanity_function
-    def validate(self):
-        return sn.all([self.identity_sanity(), self.ranks_on_app_cpus()])
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
+    def measure(self):
+        """The most affected core's statistics."""
         _, worst = self.noise_stats()
         units = {'min_us': 'us', 'mean_us': 'us', 'max_us': 'us', 'std_us': 'us', 'noise_fraction': ''}
-        self.set_perf_values({name.replace('_us', ''): (worst.get(name), unit) for name, unit in units.items()})
+        return {name.replace('_us', ''): (worst.get(name), unit) for name, unit in units.items()}

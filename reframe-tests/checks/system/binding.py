@@ -9,18 +9,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable   # noqa: E402
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.cpulist import format_list, parse_list  # noqa: E402
-from stackproof.paths import REPO                       # noqa: E402
-from stackproof_rfm import StackproofMixin, system_checks_stack   # noqa: E402
+from stackproof.cpulist import format_list, parse_list
+from stackproof.paths import REPO
+from stackproof.reframe.check import StackCheck
+from stackproof.reframe.stack import system_checks_stack
 
 TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
 
@@ -34,7 +32,7 @@ def mpibind_cli():
 
 
 @rfm.simple_test
-class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
+class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
     #: tasks per node (0: one per application core of the profile)
     tasks_per_node = variable(int, value=0)
     #: core specialization must hold under the plugin: under corespec no task may get a system CPU
@@ -111,8 +109,7 @@ class MpibindBinding(StackproofMixin, rfm.RunOnlyRegressionTest):
                                   f'({self.gpu_var}), mpibind predicts {pred_gpus}')
         return True
 
-    @sanity_function
-    def validate(self):
+    def verify(self):
         tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
         return sn.all([
             sn.assert_eq(sn.count(tasks), self.num_tasks,

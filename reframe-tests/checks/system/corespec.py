@@ -3,22 +3,20 @@
 the system CPUs (each task prints its Cpus_allowed_list). The profile is the partition's (the test
 cluster's `stackproof cluster up --profile P`); rows for other profiles are skipped."""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after
+from reframe.core.exceptions import SanityError
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import parameter, run_after, sanity_function   # noqa: E402
-from reframe.core.exceptions import SanityError         # noqa: E402
-
-from stackproof.cpulist import format_list, parse_list  # noqa: E402
-from stackproof.nodes.profiles import load_catalog           # noqa: E402
-from stackproof_rfm import StackproofMixin, system_checks_stack   # noqa: E402
+from stackproof.cpulist import format_list, parse_list
+from stackproof.nodes.profiles import load_catalog
+from stackproof.reframe.check import StackCheck
+from stackproof.reframe.stack import system_checks_stack
 
 
 @rfm.simple_test
-class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
+class CoreSpecCheck(StackCheck, rfm.RunOnlyRegressionTest):
     #: the profiles that reserve system cores (slurm-conf/profiles.yaml: `reserve: true`)
     profile = parameter([n for n, p in load_catalog()['profiles'].items() if p.get('reserve')], loggable=True)
     valid_systems = ['+profiles', '+corespec']
@@ -61,8 +59,7 @@ class CoreSpecCheck(StackproofMixin, rfm.RunOnlyRegressionTest):
                                   f'(Cpus_allowed_list {text}; system CPUs {format_list(self.system_cpus)})')
         return True
 
-    @sanity_function
-    def validate(self):
+    def verify(self):
         lists = sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1)
         return sn.all([
             self.daemons_on_system_cpus(),

@@ -3,21 +3,19 @@ limit an on-node MPI bandwidth is compared with. One rank per core on each node,
 own 64 MiB buffer (src/memcopy.c, built with the stack's compiler); `copy_bw` (MB/s, read + write
 bytes like STREAM Copy) is the smallest node's sum. Repeated STACKPROOF_REPEAT times."""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_after, variable
 
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import performance_function, run_after, sanity_function, variable   # noqa: E402
-
-from stackproof_rfm import Repeated, StackproofMixin    # noqa: E402
+from stackproof.reframe.check import StackCheck, repeats
 
 LINE = r'^memcopy host=(\S+) ranks=(\d+) bytes=(\d+) MBps=(\S+) check=(\d)$'
 
 
 @rfm.simple_test
-class MemoryBandwidth(StackproofMixin, Repeated, rfm.RegressionTest):
+class MemoryBandwidth(StackCheck, rfm.RegressionTest):
+    repeat_index = repeats()
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'copy_bw': 'higher'}
     mib = variable(int, value=64, loggable=True)
@@ -42,19 +40,17 @@ class MemoryBandwidth(StackproofMixin, Repeated, rfm.RegressionTest):
         self.num_tasks = (self.nodes or extras['nodes']) * self.num_tasks_per_node
         self.executable_opts = [str(self.mib), str(self.iterations)]
 
-    @sanity_function
-    def validate(self):
+    def verify(self):
         nodes = self.num_tasks // self.num_tasks_per_node
         hosts = sn.extractall(LINE, self.stdout, 1)
         checks = sn.extractall(LINE, self.stdout, 5, int)
         return sn.all([
-            self.identity_sanity(),
             sn.assert_eq(sn.count(hosts), nodes,
                          msg=f'{self.stage_file()}: expected one "memcopy host=" line per node ({nodes})'),
             sn.assert_eq(sn.count(sn.filter(lambda c: c != 1, checks)), 0,
                          msg=f'{self.stage_file()}: a copy came out wrong (check=0)'),
         ])
 
-    @performance_function('MB/s')
-    def copy_bw(self):
-        return sn.min(sn.extractall(LINE, self.stdout, 4, float))
+    def measure(self):
+        """The smallest node's copy bandwidth."""
+        return {'copy_bw': (sn.evaluate(sn.min(sn.extractall(LINE, self.stdout, 4, float))), 'MB/s')}

@@ -2,20 +2,15 @@
 rank reports once, the world size is right and an allreduce over all ranks adds up; the identity
 probe, run with the same launcher, proves each rank used the stack's own MPI library (version and
 resolved path, from the stack file). Binding-free, so it runs on any system (the local one included)."""
-import os
-import sys
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_after
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))
-
-import reframe as rfm                                   # noqa: E402
-import reframe.utility.sanity as sn                     # noqa: E402
-from reframe.core.builtins import run_after, sanity_function   # noqa: E402
-
-from stackproof_rfm import StackproofMixin              # noqa: E402
+from stackproof.reframe.check import StackCheck
 
 
 @rfm.simple_test
-class MPIHello(StackproofMixin, rfm.RunOnlyRegressionTest):
+class MPIHello(StackCheck, rfm.RunOnlyRegressionTest):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     records_identity = True
@@ -28,14 +23,12 @@ class MPIHello(StackproofMixin, rfm.RunOnlyRegressionTest):
         self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.num_tasks_per_node
 
-    @sanity_function
-    def validate(self):
+    def verify(self):
         line = r'^rank (\d+) of (\d+) on \S+ cpu \d+ sum (\d+)$'
         ranks = sn.extractall(line, self.stdout, 1, int)
         sizes = sn.extractall(line, self.stdout, 2, int)
         sums = sn.extractall(line, self.stdout, 3, int)
         return sn.all([
-            self.identity_sanity(),
             sn.assert_eq(sn.sorted(ranks), list(range(self.num_tasks)),
                          msg=f'{self.stage_file()}: expected one line from each rank 0..{self.num_tasks - 1}'),
             sn.assert_eq(sn.count(sn.filter(lambda s: s != self.num_tasks, sizes)), 0,

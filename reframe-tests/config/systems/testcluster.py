@@ -5,7 +5,7 @@ host, so the node type is `local`.
 
 The configuration describes the running cluster: node count, fake GPUs, core-specialization profile
 and noise daemon come from its state (<run dir>/cluster.json, written by `stackproof cluster up`),
-so a check never changes the cluster; one for another profile is skipped (stackproof_rfm.NodeProfile).
+so a check never changes the cluster; one for another profile is skipped (stackproof.reframe.profile).
 Select it explicitly (`--system testcluster`, or RFM_SYSTEM=testcluster from `stackproof cluster
 env`); it never matches by hostname. Without a running cluster a run stops once, saying how to
 start one (listing and --dry-run work, for a 1-node baseline cluster).
