@@ -4,6 +4,7 @@ functions (a lazy import is still a dependency). Known exceptions are listed bel
 the package move of issue 27 removes them (an exception that no longer occurs is reported, not failed,
 so the move can land in any order)."""
 import ast
+import re
 import warnings
 from pathlib import Path
 
@@ -160,6 +161,48 @@ def test_the_spack_package_imports_only_basics():
     for m, targets in GRAPH.items():
         if m.startswith("spack"):
             assert {layer_of(t) for t in targets if not t.startswith("spack")} <= {0}, (m, targets)
+
+
+def stated_imports(src: Path = SRC) -> dict[str, set[str]]:
+    """package -> the packages its __init__ docstring's 'May import:' paragraph names."""
+    names = {name for name, _ in LAYERS}
+    out = {}
+    for init in sorted(src.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        para = next((p for p in doc.split("\n\n") if p.startswith("May import:")), None)
+        assert para is not None, f"{init}: its docstring has no 'May import:' paragraph"
+        out[init.parent.name] = {w for w in re.findall(r"\b(\w+)/?", re.split(r"\.\s", para)[0]) if w in names}
+    return out
+
+
+def test_each_package_docstring_names_what_it_imports():
+    stated = stated_imports()
+    assert len(stated) >= 10, stated
+    for importer, targets in GRAPH.items():
+        pkg = LAYERS[layer_of(importer)][0]
+        if pkg not in stated:
+            continue
+        used = {LAYERS[layer_of(t)][0] for t in targets} - {pkg}
+        assert used <= stated[pkg], f"{importer} imports {sorted(used - stated[pkg])}, which the {pkg} package's " \
+                                    f"docstring does not name under 'May import:' ({sorted(stated[pkg])})"
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """`from stackproof.x import _name` (or a relative one) anywhere in the package: a name with a leading
+    underscore belongs to its own module."""
+    found = []
+    for f in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "stackproof"):
+                found += [f"{f.relative_to(src)}:{node.lineno} imports {a.name} from {node.module}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another(tmp_path):
+    assert private_imports() == []
+    (tmp_path / "a.py").write_text("from stackproof.noise.scale.render import _pct\n")
+    assert private_imports(tmp_path) == ["a.py:1 imports _pct from stackproof.noise.scale.render"]
 
 
 def test_the_checker_finds_a_circle_and_an_upward_import(tmp_path):

@@ -93,8 +93,8 @@ def shared_core_run(request, tmp_path_factory):
     if not _available(request.param):
         pytest.skip(f"launcher {request.param} or its fwq binary is not available")
     if request.param == "srun":
-        from stackproof.cluster import Settings, find_mpibind_plugin
-        request.getfixturevalue("live_cluster").up(Settings(profile="baseline", mpibind_plugin=find_mpibind_plugin()))
+        from stackproof.cluster import Settings, find_built_mpibind_plugin
+        request.getfixturevalue("live_cluster").up(Settings(profile="baseline", mpibind_plugin=find_built_mpibind_plugin()))
     tmp = tmp_path_factory.mktemp(f"live-{request.param}")
     trace, report = _run(tmp, request.param, "0,1", 2, "0", "injected")
     stats = noise.core_stats(trace)

@@ -18,7 +18,7 @@ LOCAL = from_host()
 
 @pytest.fixture
 def mpibind_cluster(live_cluster):
-    plugin = cl.find_mpibind_plugin()
+    plugin = cl.find_built_mpibind_plugin()
     if plugin is None:
         pytest.skip("mpibind SPANK plugin not built (make mpibind-build) and STACKPROOF_MPIBIND_PLUGIN unset")
 

@@ -18,7 +18,10 @@ from stackproof.gpus import discovery as gpu_discovery
 
 from stackproof.nodes import memory as node_memory
 
+from stackproof.nodes import cli as nodetype_cli
 from stackproof.nodes import nodetype
+from stackproof.nodes.hwloc import parse_topology
+from stackproof.nodes.memory import annotate_memtotal
 from stackproof.errors import StackproofError
 
 FIXTURE = "fixtures/gpu/h100-nvidia-smi-q.txt"
@@ -234,8 +237,8 @@ def test_memtotal_excludes_cpuless_gpu_memory(shared):
     lassen = nodetype.from_xml(path, ignore_pci_gpus=True)
     cpuless = sum(n.memory_mb for n in lassen.numa if not n.cpus)
     assert cpuless > 0
-    xml = nodetype.annotate_memtotal(path.read_text(), (lassen.memory_mb + cpuless) * 1024)
-    nt = nodetype.parse_topology(xml, "lassen", "test", ignore_pci_gpus=True)
+    xml = annotate_memtotal(path.read_text(), (lassen.memory_mb + cpuless) * 1024)
+    nt = parse_topology(xml, "lassen", "test", ignore_pci_gpus=True)
     assert nt.memory_mb == lassen.memory_mb and nt.source["memory"].endswith("less CPU-less NUMA nodes")
 
 
@@ -245,7 +248,7 @@ def test_cli_from_host_says_which_memory_it_uses(shared, smi_on_path, tmp_path, 
                               output=str(tmp_path / "h100.yaml"), k=None, position=None)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert nodetype._cmd_from_host(args) == 0
+        assert nodetype_cli._cmd_from_host(args) == 0
     assert "MemTotal (128887 MB) exceeds the NUMA nodes' meminfo (5211 MB" in err.getvalue()
 
 

@@ -112,8 +112,8 @@ def hunted(live_cluster, tmp_path_factory):
     ensure_tracefs()                            # mounting it is stackproof's job: an error is a failure
     if subprocess.run(["chrt", "-f", "10", "true"], capture_output=True).returncode != 0:
         pytest.skip("SCHED_FIFO is refused here (chrt -f 10 true failed): the injector would not preempt")
-    from stackproof.cluster import Settings, find_mpibind_plugin
-    live_cluster.up(Settings(profile="baseline", noise_daemon=NOISE_DAEMON, mpibind_plugin=find_mpibind_plugin()))
+    from stackproof.cluster import Settings, find_built_mpibind_plugin
+    live_cluster.up(Settings(profile="baseline", noise_daemon=NOISE_DAEMON, mpibind_plugin=find_built_mpibind_plugin()))
     app_cpu = str(max(range(os.cpu_count())))      # the profile's system cores are the first ones
     freq, dur = draw_signature(random.Random())
     duration = max(MIN_DURATION, math.ceil(MIN_OCCURRENCES / freq))

@@ -16,7 +16,7 @@ def test_tutorial_checks_pass_on_the_test_cluster(live_cluster, tmp_path):
     if not stacks:
         pytest.skip("no stack installed (scripts/install-deps.sh)")
     # the settings test_reframe_testcluster_live uses, so the session's cluster is not reconfigured
-    live_cluster.up(cl.Settings(profile="baseline", fake_gpus=2, mpibind_plugin=cl.find_mpibind_plugin()))
+    live_cluster.up(cl.Settings(profile="baseline", fake_gpus=2, mpibind_plugin=cl.find_built_mpibind_plugin()))
     env = dict(live_cluster.env(), STACKPROOF_CLUSTER_NODES="1")
     env.pop("STACKPROOF_FAKE_GPUS", None)      # the gpu partition must come from the cluster's own state
     proc, cases = run_examples("testcluster", stacks, tmp_path, env)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture(scope="module")
 def testcluster_run(live_cluster, tmp_path_factory):
-    plugin = cl.find_mpibind_plugin()
+    plugin = cl.find_built_mpibind_plugin()
     if plugin is None:
         pytest.skip("mpibind SPANK plugin not built (make mpibind-build)")
     require_files(load_stack("commodity").benchmark("probe"), hint="make stacks")

@@ -116,14 +116,14 @@ def test_noise_at_scale_section_says_why_the_linear_slowdown_falls(tmp_path):
     """Issue 26: each figure of the noise-at-scale section says what it shows and why."""
     from types import SimpleNamespace
 
-    from stackproof.report.build import _noise_at_scale
+    from stackproof.report.build import noise_at_scale_section
     ctx = SimpleNamespace(img=tmp_path / "img")
-    assert _noise_at_scale(ctx) is None
+    assert noise_at_scale_section(ctx) is None
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--signature", "10Hz:2.5ms",
                            "--nodes", "1,16", "--iterations", "20", "--collective", "allreduce:binomial,linear",
                            "-o", str(tmp_path / "project")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    sec = _noise_at_scale(ctx)
+    sec = noise_at_scale_section(ctx)
     assert sec.text[0].startswith("Why the linear allreduce's relative slowdown falls")
     assert sec.figures and all("linear curve falls" in cap for cap, _ in sec.figures)
 

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from stackproof.stacks import piplock, provision
+from stackproof.stacks import install, piplock
 from stackproof.stacks.model import StackError, load_stack, parse_stack, stack_names
 
 
@@ -21,7 +21,7 @@ def test_every_pip_stack_has_a_lock_covering_its_pins_with_hashes():
     pip_stacks = [st for st in map(load_stack, stack_names()) if st.install_pip]
     assert {"vendor", "commodity-next"} <= {st.name for st in pip_stacks}
     for st in pip_stacks:
-        lock = piplock.check_lock(st, provision.parse_pins(st))        # StackError names what is missing
+        lock = piplock.check_lock(st, install.parse_pins(st))        # StackError names what is missing
         locked = piplock.read_lock(lock)
         assert all(len(h) == 64 for _, hashes in locked.values() for h in hashes)
         text = lock.read_text()
@@ -57,7 +57,7 @@ def test_install_runs_pip_with_require_hashes_from_the_lock(tmp_path):
     (tmp_path / "stacks" / "demo.pip-lock.txt").write_text(f"spkdemo==1.0 \\\n    --hash=sha256:{'a' * 64}\n")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    provision.install(st, python=fake_python(tmp_path), wheels=wheels)
+    install.install(st, python=fake_python(tmp_path), wheels=wheels)
     calls = (tmp_path / "calls.log").read_text().splitlines()
     installs = [c for c in calls if c.split()[:2] == ["-m", "pip"] and "install" in c.split()]
     assert len(installs) == 2 and "--dry-run" in installs[0]          # resolved first, then installed
@@ -80,7 +80,7 @@ def test_a_lock_that_misses_a_pin_or_a_hash_is_one_line(tmp_path, lock, message)
     if lock is not None:
         (tmp_path / "stacks" / "demo.pip-lock.txt").write_text(lock)
     with pytest.raises(StackError) as exc:
-        provision.install(st, python=fake_python(tmp_path))
+        install.install(st, python=fake_python(tmp_path))
     assert message in str(exc.value) and "stackproof stack lock" in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "calls.log").exists(), "pip must not run"
 
@@ -107,7 +107,7 @@ def test_offline_lock_and_install_from_a_wheel_directory_and_a_replaced_wheel(tm
     wheels.mkdir()
     sha = make_wheel(wheels)
     st = demo_stack(tmp_path)
-    assert "locked 1 distribution(s)" in provision.lock(st, wheels=wheels)
+    assert "locked 1 distribution(s)" in install.lock(st, wheels=wheels)
     lock = tmp_path / "stacks" / "demo.pip-lock.txt"
     assert piplock.read_lock(lock) == {"spkdemo": ("1.0", (sha,))}
     # through the CLI: --wheels DIR, no index
@@ -115,7 +115,7 @@ def test_offline_lock_and_install_from_a_wheel_directory_and_a_replaced_wheel(tm
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "install", "demo", "--wheels", str(wheels)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    manifest = json.loads((tmp_path / "prefix" / provision.MANIFEST).read_text())
+    manifest = json.loads((tmp_path / "prefix" / install.MANIFEST).read_text())
     assert manifest["installed"] == {"spkdemo": "1.0"}
     # a wheel replaced in the directory (same name, other bytes): refused, nothing installed
     subprocess.run(["rm", "-rf", str(tmp_path / "prefix")], check=True)

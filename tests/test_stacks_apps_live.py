@@ -15,7 +15,7 @@ import pytest
 
 from conftest import require_root
 from stackproof.benchparse import parse_hpcc, parse_hypre_ij
-from stackproof.stacks import benchbuild, environment, provision
+from stackproof.stacks import benchbuild, environment, install
 from stackproof.stacks.fetch import sha256_of
 from stackproof.stacks.hpccinput import hpcc_input
 from stackproof.stacks.model import load_stack
@@ -34,7 +34,7 @@ def stacks():
     ready = {}
     for name in STACKS:
         st = load_stack(name)
-        provision.install(st)          # up to date after `make build`; installs the pinned wheels otherwise
+        install.install(st)          # up to date after `make build`; installs the pinned wheels otherwise
         environment.check_environment(st)
         lines = list(benchbuild.build_stack(st, only=TARGETS))
         assert not [ln for ln in lines if "not built" in ln], lines

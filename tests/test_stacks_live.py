@@ -30,7 +30,7 @@ CHECKS = r"^(MPIHello|NetPIPE|MemoryBandwidth|FWQNoise.*%profile=baseline.*%sign
 def session(live_cluster, tmp_path_factory):
     require_files(*(load_stack(name).benchmark("probe") for name in STACKS), hint="make stacks")
     ensure_ready(STACKS, "slurm")       # built but not ready: the preflight's finding is a failure
-    live_cluster.up(cl.Settings(profile="baseline", fake_gpus=0, mpibind_plugin=cl.find_mpibind_plugin()))
+    live_cluster.up(cl.Settings(profile="baseline", fake_gpus=0, mpibind_plugin=cl.find_built_mpibind_plugin()))
     tmp = tmp_path_factory.mktemp("stacks-live")
     report = tmp / "report.json"
     env = dict(live_cluster.env(), STACKPROOF_CLUSTER_NODES="1", STACKPROOF_FAKE_GPUS="0",

@@ -13,7 +13,7 @@ from stackproof.errors import InputError, StackproofError
 
 # noun -> module providing register(subparsers); each module owns its arguments.
 COMMANDS = {
-    "nodetype": "stackproof.nodes.nodetype",
+    "nodetype": "stackproof.nodes.cli",
     "slurm": "stackproof.nodes.slurmconf",
     "cluster": "stackproof.cluster",
     "noise": "stackproof.noise.cli",

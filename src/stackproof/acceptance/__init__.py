@@ -6,6 +6,6 @@ node checks per profile and the stack comparison in looks, each a session of
 stackproof.reframe.session), provenance (how each stack's benchmarks were built), bench (`make
 bench-acceptance`: time to verdict and the A/A check).
 
-May import: every package below it (reframe, provision, report, stacks, cluster, noise, nodes,
-basics); only the CLI imports it.
+May import: basics, gpus/, nodes/, noise/, cluster/, spack/, stacks/, report/, provision/, reframe/
+(every package below it). Only the CLI imports it.
 """

@@ -21,23 +21,20 @@ Modes:
 cluster with the same settings is left alone except that dead daemons are restarted (slurmctld from
 its saved state, so jobs survive); different settings (another profile) restart Slurm.
 
-May import: the basics and nodes/ (node types, slurm.conf rendering, profiles); owns the cluster's
-daemons, namespaces, cgroups and state. Imported by stacks/ checks, acceptance/ and the CLI.
+Owns the cluster's daemons, namespaces, cgroups and state.
+
+May import: basics, nodes/ (node types, slurm.conf rendering, profiles), noise/ (the noise daemon's
+binary). Imported by provision/, reframe/, acceptance/ and the CLI.
 """
 from stackproof.cluster.cli import find_built_mpibind_plugin, register, settings_from_args, settings_with
 from stackproof.cluster.core import REQUIRED, Cluster
 from stackproof.cluster.daemons import slurmctld_pidfile, slurmd_pidfile
 from stackproof.cluster.netns import NETNS_PREFIX, host_veth, node_addr, subnet
-from stackproof.cluster.procs import alive as _alive
 from stackproof.cluster.procs import cgroup_mode, log
-from stackproof.cluster.procs import read_pid as _read_pid
 from stackproof.cluster.state import DEFAULT_PORTS, DEFAULT_RUN_DIRS, CorruptState, Settings, State, run_dir
 
-# The old name (acceptance.py, tests): the build-tree plugin finder.
-find_mpibind_plugin = find_built_mpibind_plugin
 DEFAULT_RUN_DIR = str(DEFAULT_RUN_DIRS[0])
 
 __all__ = ["Cluster", "Settings", "State", "CorruptState", "REQUIRED", "NETNS_PREFIX", "host_veth", "node_addr", "subnet",
-           "DEFAULT_PORTS", "DEFAULT_RUN_DIR", "run_dir", "cgroup_mode", "log", "find_mpibind_plugin",
-           "find_built_mpibind_plugin", "register", "settings_from_args", "settings_with", "slurmctld_pidfile", "slurmd_pidfile",
-           "_alive", "_read_pid"]
+           "DEFAULT_PORTS", "DEFAULT_RUN_DIR", "run_dir", "cgroup_mode", "log",
+           "find_built_mpibind_plugin", "register", "settings_from_args", "settings_with", "slurmctld_pidfile", "slurmd_pidfile"]

@@ -14,7 +14,7 @@ from stackproof import validate
 from stackproof.cpulist import format_list
 from stackproof.errors import InputError
 from stackproof.yamlfile import read_yaml
-from stackproof.nodes.nodetype import NodeType
+from stackproof.nodes.model import NodeType
 from stackproof.paths import slurm_conf_dir
 
 

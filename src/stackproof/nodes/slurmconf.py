@@ -32,7 +32,8 @@ from stackproof.nodes import corespec
 from stackproof.cpulist import format_list, format_mask
 from stackproof.errors import InputError, StackproofError
 from stackproof.hostlist import compress, expand
-from stackproof.nodes.nodetype import VISIBLE_DEVICES_VAR, NodeType, load
+from stackproof.nodes.model import VISIBLE_DEVICES_VAR, NodeType
+from stackproof.nodes.nodetype import load
 from stackproof.nodes.profiles import ProfilePlan, plan
 
 DROPIN_NAME = "50-stackproof-corespec.conf"
@@ -299,7 +300,6 @@ def find_installed_mpibind_plugin(explicit: str | None) -> str | None:
     return next((p for p in MPIBIND_PLUGIN_SEARCH if Path(p).is_file()), None)
 
 
-find_mpibind_plugin = find_installed_mpibind_plugin   # the old name
 
 
 def write_tree(files: dict[str, str], out: Path) -> None:

@@ -26,8 +26,8 @@ Command line: `stackproof noise stats|plot|compare|inject|run|hunt` (see `stackp
 (who steals the time, from a kernel trace) is `stackproof.noise.hunt` (docs/noise.md, "Who stole the time").
 The trace format and the C programs are described in fwq/README.md; methods in docs/noise.md.
 
-May import: the basics and nodes/ (node types and profiles for FWQ runs); the report wraps what
-noise/ writes as plain data.
+May import: basics, nodes/ (node types and profiles for FWQ runs). The report wraps what noise/
+writes as plain data.
 """
 from stackproof.noise.stats import (CoreStats, Periodicity, compare, core_stats, detect_periodicity, find_detours,
                     format_table, most_affected, stats_json)

@@ -18,8 +18,8 @@ sessions of the results database; `--compare` finds them in the database. Output
   build.py     reduce the cases once, build every section, write the files
   cli.py       the `stackproof report` command
 
-May import: the basics, noise/ (plain data it wraps into sections) and stacks/; never acceptance/
-or the CLI.
+May import: basics, noise/ (plain data it wraps into sections), stacks/. Never acceptance/ or the
+CLI.
 """
 from stackproof.report.build import EXTRA_SECTIONS, Case, Context, Section, Table, build, load_run, load_session, noise_rows
 from stackproof.report.cli import register

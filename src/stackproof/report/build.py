@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from stackproof.errors import StackproofError
-from stackproof.noise.scale.render import MEANING, _grouped, _label, _pct
+from stackproof.noise.scale.render import MEANING, loggp_line, slowdown_table
 from stackproof.report.measures import curves_section, noise_rows, noise_section
 from stackproof.report.render import write
 from stackproof.report.rows import Case, load_run, load_session, perf_rows, resolve_labels, sessions_of
@@ -27,40 +27,15 @@ def who_stole_the_time_section(ctx) -> Section | None:
     return Section(title=found.title, markdown=found.markdown, html=found.html, figures=list(found.figures))
 
 
-def noise_at_scale_section(ctx):
-    """The acceptance report's "Noise at scale" section (built here from the plain projection data noise/scale writes), from the projection
-    that `make acceptance` writes to <report dir>/project/; None when it did not run."""
+def noise_at_scale_section(ctx) -> Section | None:
+    """The "Noise at scale" section from the projection `make acceptance` writes to <report dir>/project/
+    (noise/scale's table, one sentence on why a relative slowdown falls with scale, the figure); None
+    when it did not run."""
     outdir = Path(ctx.img).parent / "project"
     doc_path = outdir / "project.json"
     if not doc_path.is_file():
         return None
     doc = json.loads(doc_path.read_text())
-    nodes, groups = _grouped(doc)
-    max_cores = max((v.get("app_cores") or 0) for v in doc["noise"].values())
-    rows = []
-    for key, by_nodes in groups.items():
-        cells = []
-        for n in nodes:
-            row = by_nodes.get(n)
-            fewer = row and row.get("app_cores") and row["app_cores"] < max_cores
-            eff = row.get("effective_slowdown") if fewer else None
-            cells.append("-" if row is None else _pct(row["slowdown"]) + (f" (eff. {_pct(eff)})" if eff else ""))
-        rows.append([_label(key), f"{100 * doc['noise'][key[0]]['fraction']:.3f} %", *cells])
-    p = doc["loggp"]
-    text = [f"Source: {doc['source']}. LogGP L={p['L']:.3g} us, o={p['o']:.3g} us, g={p['g']:.3g} us, "
-            f"G={p['G'] * 1e3:.3g} ns/B ({p['source']}).", MEANING,
-            "Model and validation: docs/noise.md, 'Noise at scale'."]
-    figure = outdir / "project-slowdown.png"
-    return Section(title="Noise at scale (projection)", text=text,
-                   tables=[Table(["scenario", "node noise", *[f"{n:,} nodes" for n in nodes]], rows)],
-                   figures=[("Projected slowdown versus node count", figure)] if figure.is_file() else [])
-
-
-def _noise_at_scale(ctx) -> Section | None:
-    """The noise-at-scale section with one sentence saying why a relative slowdown falls with scale."""
-    sec = noise_at_scale_section(ctx)
-    if sec is None:
-        return None
     why = ("Why the linear allreduce's relative slowdown falls as nodes grow: its own cost grows with the "
            "node count (the root takes one contribution after another), while a detour delays one contribution "
            "by about the same absolute time, and a late contribution waits in the root's queue instead of "
@@ -68,11 +43,14 @@ def _noise_at_scale(ctx) -> Section | None:
            "The binomial tree's own cost barely grows (log2 of the nodes), so once nearly every iteration "
            "meets some node's detour its relative slowdown stays high. Compare absolute iteration times too, "
            "not only slowdowns (docs/noise.md, 'Noise at scale').")
-    sec.text.insert(0, why)
-    sec.figures = [(f"{cap}: the slowdown each collective would suffer from this node's measured noise as "
-                    "nodes grow; the linear curve falls because its own cost grows with the nodes faster "
-                    "than the noise it meets", path) for cap, path in sec.figures]
-    return sec
+    text = [why, f"Source: {doc['source']}. {loggp_line(doc)}.", MEANING,
+            "Model and validation: docs/noise.md, 'Noise at scale'."]
+    figure = outdir / "project-slowdown.png"
+    caption = ("Projected slowdown versus node count: the slowdown each collective would suffer from this node's "
+               "measured noise as nodes grow; the linear curve falls because its own cost grows with the nodes "
+               "faster than the noise it meets")
+    return Section(title="Noise at scale (projection)", text=text, tables=[Table(*slowdown_table(doc))],
+                   figures=[(caption, figure)] if figure.is_file() else [])
 
 
 def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = None,
@@ -100,7 +78,7 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
     builders = [verdict_section, provenance_section, timing_section, node_checks_section,
                 lambda c: summary_section(c, sessions), identity_section,
                 bandwidth_fraction_section, curves_section, noise_section, who_stole_the_time_section,
-                _noise_at_scale, skipped_section, failed_section, references_section]
+                noise_at_scale_section, skipped_section, failed_section, references_section]
     sections = []
     for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):
         s = b(ctx)

@@ -8,5 +8,5 @@ mirror    the project's release tarball in a Spack source mirror
 install   spack install of an environment from its committed lock
 cli       `stackproof spack lint|check|lock|mirror|install`
 
-May import: the basics (errors, paths, yamlfile). Nothing else in stackproof imports it but the CLI.
+May import: basics (errors, paths, yamlfile). Nothing else in stackproof imports it but the CLI.
 """

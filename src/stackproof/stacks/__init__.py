@@ -1,5 +1,5 @@
 """Software stacks under test: the model (model.py, one YAML file per stack), the checks made before
-anything runs (preflight.py, environment.py), their installation (provision.py) and the benchmark
+anything runs (preflight.py, environment.py), their installation (install.py) and the benchmark
 builds (benchbuild.py: recipes.py reads stacks/data/recipes.yaml, sources.py + fetch.py get the pinned
 sources, appbuild.py builds them; commands.py has the install/build verbs).
 
@@ -9,7 +9,7 @@ sources, appbuild.py builds them; commands.py has the install/build verbs).
   stackproof stack install NAME...          pinned wheels / Debian packages
   stackproof stack build NAME... [--source-mirror DIR]   the benchmarks, per stack
 
-May import: the basics, nodes/, cluster/ and spack/ (Spack stacks use Spack's installs).
+May import: basics, nodes/, cluster/, spack/ (Spack stacks use Spack's installs).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from stackproof.stacks.benchbuild import TARGETS, build_stack
 from stackproof.stacks.environment import check_environment
 from stackproof.stacks.model import load_stack
 from stackproof.stacks.piplock import WHEELS_VAR, wheels_dir
-from stackproof.stacks.provision import check_apt, install, lock, resolve_lock
+from stackproof.stacks.install import check_apt, install, lock, resolve_lock
 from stackproof.stacks.sources import MIRROR_VAR
 
 

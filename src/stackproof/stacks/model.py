@@ -3,7 +3,7 @@
 A stack file (reframe-tests/stacks/<name>.yaml, or a site's own directory in
 $STACKPROOF_STACKS_DIR, searched first) names the MPI, its compilers, its environment, its launcher
 per system kind and where each benchmark lives. Everything else (ReFrame environments, launchers,
-binary paths, provisioning, `stackproof stack check`) is derived from the `Stack` read here.
+binary paths, installation, `stackproof stack check`) is derived from the `Stack` read here.
 
 Values may use ${prefix}, ${view} and ${ENV_VAR} (${STACKPROOF_STACKS_ROOT} defaults to
 /opt/stackproof/stacks). $STACKPROOF_<NAME>_VIEW (e.g. STACKPROOF_COMMODITY_NEXT_VIEW) overrides a

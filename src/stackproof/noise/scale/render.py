@@ -40,29 +40,36 @@ def _pct(v) -> str:
     return "-" if v is None else f"{100 * v + 0.0:.2f} %".replace("-0.00", "0.00")
 
 
-def markdown(doc: dict) -> str:
+def slowdown_table(doc: dict) -> tuple[list[str], list[list[str]]]:
+    """The one noise-at-scale table (`stackproof noise project` and the report): per scenario its node
+    noise and the projected slowdown at each node count, with the effective slowdown where the profile
+    leaves fewer application cores than the one with the most. (header, rows)."""
     nodes, groups = _grouped(doc)
-    p = doc["loggp"]
-    lines = [f"Noise at scale: {doc['source']}",
-             "",
-             f"LogGP: L={p['L']:.3g} us, o={p['o']:.3g} us, g={p['g']:.3g} us, "
-             f"G={p['G'] * 1e3:.3g} ns/B ({p['source']})",
-             "",
-             "| scenario | node noise | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
-             "|---|---|" + "---|" * len(nodes)]
+    max_cores = max((v.get("app_cores") or 0) for v in doc["noise"].values())
+    rows = []
     for key, by_nodes in groups.items():
-        noise = doc["noise"][key[0]]
         cells = []
         for n in nodes:
             row = by_nodes.get(n)
-            if row is None:
-                cells.append("-")
-            elif row.get("effective_slowdown") is not None and row["app_cores"] != max(
-                    (v["app_cores"] or 0) for v in doc["noise"].values()):
-                cells.append(f"{_pct(row['slowdown'])} (eff. {_pct(row['effective_slowdown'])})")
-            else:
-                cells.append(_pct(row["slowdown"]))
-        lines.append(f"| {_label(key)} | {100 * noise['fraction']:.3f} % | " + " | ".join(cells) + " |")
+            fewer = row is not None and 0 < (row.get("app_cores") or 0) < max_cores
+            eff = row.get("effective_slowdown") if fewer else None
+            cells.append("-" if row is None else _pct(row["slowdown"]) + (f" (eff. {_pct(eff)})" if eff is not None else ""))
+        rows.append([_label(key), f"{100 * doc['noise'][key[0]]['fraction']:.3f} %", *cells])
+    return ["scenario", "node noise", *[f"{n:,} nodes" for n in nodes]], rows
+
+
+def loggp_line(doc: dict) -> str:
+    p = doc["loggp"]
+    return (f"LogGP L={p['L']:.3g} us, o={p['o']:.3g} us, g={p['g']:.3g} us, G={p['G'] * 1e3:.3g} ns/B "
+            f"({p['source']})")
+
+
+def markdown(doc: dict) -> str:
+    nodes, groups = _grouped(doc)
+    header, rows = slowdown_table(doc)
+    lines = [f"Noise at scale: {doc['source']}", "", loggp_line(doc), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     lines += ["", MEANING, "",
               "Time per iteration without noise (us): what each algorithm costs before any noise.", "",
               "| scenario | " + " | ".join(f"{n} nodes" for n in nodes) + " |",

@@ -1,4 +1,4 @@
-"""Stack provisioning without network: pip pins and the dry-run error path (a fake pip), Debian package
+"""Installing a stack without network: pip pins and the dry-run error path (a fake pip), Debian package
 checks, the vendor environment preflight, NetPIPE's source verification and output parser (fixtures
 recorded here from real runs), the ldd check on recorded ldd output, build stamps, CLI errors."""
 import hashlib
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stackproof.stacks import appbuild, benchbuild, debsource, environment, netpipe, piplock, provision
+from stackproof.stacks import appbuild, benchbuild, debsource, environment, install, netpipe, piplock
 from stackproof.stacks.model import StackError, load_stack, parse_stack
 from stackproof.stacks.recipes import load_recipes
 from stackproof.stacks.sources import Obtained
@@ -66,12 +66,12 @@ exit 0
 def test_pins_must_be_exact(tmp_path):
     st = vendor_like(tmp_path, install={"pip": ["impi-rt>=2021"]})
     with pytest.raises(StackError, match=r"stack vendor: install.pip entry 'impi-rt>=2021' is not an exact pin"):
-        provision.parse_pins(st)
-    assert provision.parse_pins(vendor_like(tmp_path))[1] == ("impi-rt", "2021.17.2")
+        install.parse_pins(st)
+    assert install.parse_pins(vendor_like(tmp_path))[1] == ("impi-rt", "2021.17.2")
 
 
 def test_dry_run_command_resolves_without_installing(tmp_path):
-    cmd = provision.dry_run_command("/py", ["impi-rt==2021.17.2"], tmp_path / "r.json", ["-c", "lock.txt"])
+    cmd = install.dry_run_command("/py", ["impi-rt==2021.17.2"], tmp_path / "r.json", ["-c", "lock.txt"])
     assert cmd[:3] == ["/py", "-m", "pip"]
     for arg in ("install", "--dry-run", "--ignore-installed", "--report", "-c", "lock.txt", "impi-rt==2021.17.2"):
         assert arg in cmd
@@ -83,9 +83,9 @@ def test_unresolvable_pin_names_stack_pin_reason_and_fix_before_anything_changes
     py = fake_python(tmp_path, "impi-rt==2021.18.0", "No matching distribution found for libfabric>=2.6")
     with pytest.raises(StackError, match=r"no hash lock .*vendor.pip-lock.txt beside the stack file: run "
                                          r"`stackproof stack lock vendor`"):
-        provision.install(st, python=py)                # the new pins are not locked yet
+        install.install(st, python=py)                # the new pins are not locked yet
     with pytest.raises(StackError) as err:
-        provision.lock(st, python=py)                   # locking them resolves them
+        install.lock(st, python=py)                   # locking them resolves them
     assert not (tmp_path / "stacks" / "vendor.pip-lock.txt").exists()
     msg = str(err.value)
     assert msg.startswith("stack vendor: impi-rt==2021.18.0 cannot be resolved from PyPI here "
@@ -102,27 +102,27 @@ def test_install_is_idempotent_from_the_manifest(tmp_path):
     (prefix / "bin" / "python").write_text("")
     lock = tmp_path / "stacks" / "vendor.pip-lock.txt"
     lock.write_text("".join(f"{p} --hash=sha256:{'0' * 64}\n" for p in st.install_pip))
-    pins = [f"{n}=={v}" for n, v in provision.parse_pins(st)] + [f"lock:{provision.sha256_text(lock.read_text())}"]
-    (prefix / provision.MANIFEST).write_text(f'{{"pins": {pins!r}}}'.replace("'", '"'))
+    pins = [f"{n}=={v}" for n, v in install.parse_pins(st)] + [f"lock:{install.sha256_text(lock.read_text())}"]
+    (prefix / install.MANIFEST).write_text(f'{{"pins": {pins!r}}}'.replace("'", '"'))
     py = fake_python(tmp_path, "never", "")
-    assert "up-to-date" in provision.install(st, python=py)
+    assert "up-to-date" in install.install(st, python=py)
     assert not (tmp_path / "calls.log").exists(), "an up-to-date stack must not call pip"
 
 
 def test_shipped_pip_lock_pins_the_vendor_dependencies(recorded_root):
     st = load_stack("vendor")
-    lock = provision.constraints_file(st)
+    lock = install.constraints_file(st)
     assert lock is not None and lock.name == "vendor.pip-lock.txt"
     locked = piplock.read_lock(lock)                     # every line name==version with a sha256
-    assert {f"{n}=={v}" for n, v in provision.parse_pins(st)} <= {f"{n}=={v}" for n, (v, _) in locked.items()}
+    assert {f"{n}=={v}" for n, v in install.parse_pins(st)} <= {f"{n}=={v}" for n, (v, _) in locked.items()}
 
 
 def test_apt_packages_missing_name_the_apt_command(recorded_root):
     st = load_stack("commodity")
     with pytest.raises(StackError, match=r"^stack commodity: Debian packages not installed: libopenblas-dev: "
                                          r"run `apt-get install -y libopenblas-dev`"):
-        provision.check_apt(st, query=lambda p: p != "libopenblas-dev")
-    provision.check_apt(st, query=lambda p: True)
+        install.check_apt(st, query=lambda p: p != "libopenblas-dev")
+    install.check_apt(st, query=lambda p: True)
 
 
 # ---------------------------------------------------------------- vendor environment preflight

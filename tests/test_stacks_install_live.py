@@ -11,7 +11,7 @@ import pytest
 
 from conftest import require_root
 from stackproof import cluster as cl
-from stackproof.stacks import benchbuild, environment, provision
+from stackproof.stacks import benchbuild, environment, install
 from stackproof.stacks.model import StackError, load_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -27,7 +27,7 @@ def stacks():
     ready = {}
     for name in EXPECTED:
         st = load_stack(name)
-        provision.install(st)           # a StackError here is the code under test failing
+        install.install(st)           # a StackError here is the code under test failing
         for _line in benchbuild.build_stack(st, only=("probe", "hello", "netpipe")):
             pass
         environment.check_environment(st)
@@ -74,7 +74,7 @@ def test_wrong_pmi_library_is_caught_before_any_task_starts(stacks):
 
 def test_second_install_and_build_change_nothing(stacks):
     for st in stacks.values():
-        assert "up-to-date" in provision.install(st) or not st.install_pip
+        assert "up-to-date" in install.install(st) or not st.install_pip
         lines = list(benchbuild.build_stack(st, only=("probe", "hello", "netpipe")))
         assert all("built in" not in line for line in lines), lines
 
