@@ -14,6 +14,7 @@ import pytest
 
 from stackproof.cluster import cgroups
 from stackproof import cluster as cl
+from stackproof.cluster.procs import alive, read_pid
 from stackproof.cluster import munge, netns
 
 pytestmark = pytest.mark.live
@@ -52,7 +53,7 @@ def wait_state(c, jobid, states, timeout=90):
 
 def kill9(pid):
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not cl._alive(pid), 10, f"pid {pid} to exit")
+    wait_for(lambda: not alive(pid), 10, f"pid {pid} to exit")
 
 
 def pids_with_arg(marker):
@@ -64,7 +65,7 @@ def pids_with_arg(marker):
                     found.append(int(p.name))
             except OSError:
                 pass
-    return [p for p in found if cl._alive(p)]
+    return [p for p in found if alive(p)]
 
 
 def cli(*args, run_dir=None, timeout=180):
@@ -86,7 +87,7 @@ def test_killed_slurmd_during_a_job_the_job_completes_and_the_node_recovers(thre
     c, st = three
     jobid = sbatch(c, "-N1", "-w", "n2", "--wrap", "sleep 4")
     wait_state(c, jobid, {"RUNNING"})
-    kill9(cl._read_pid(c.slurmd_pidfile("n2")))
+    kill9(read_pid(c.slurmd_pidfile("n2")))
     # The batch script outlives its slurmd (slurmstepd is a separate process) and ends meanwhile:
     # the job is then COMPLETING on a node without slurmd. `up` restarts it and must not wait on that.
     wait_for(lambda: job(c, jobid).get("JobState") != "RUNNING", 60, "the batch script to end")
@@ -106,12 +107,12 @@ def test_killed_slurmctld_during_a_job_restarts_with_its_saved_state(three):
     started = time.time()
     saved = c.root / "state/job_state"
     wait_for(lambda: saved.exists() and saved.stat().st_mtime > started, 30, "slurmctld to save the job")
-    ctl = cl._read_pid(cl.slurmctld_pidfile(c.root))
+    ctl = read_pid(cl.slurmctld_pidfile(c.root))
     kill9(ctl)
-    slurmds = [cl._read_pid(c.slurmd_pidfile(n)) for n in st.node_names]
+    slurmds = [read_pid(c.slurmd_pidfile(n)) for n in st.node_names]
     c.up(cl.Settings(profile="baseline", nodes=NODES))
-    assert cl._read_pid(cl.slurmctld_pidfile(c.root)) != ctl
-    assert [cl._read_pid(c.slurmd_pidfile(n)) for n in st.node_names] == slurmds   # only the dead one
+    assert read_pid(cl.slurmctld_pidfile(c.root)) != ctl
+    assert [read_pid(c.slurmd_pidfile(n)) for n in st.node_names] == slurmds   # only the dead one
     # the job survived the restart (no `slurmctld -c`): still known, and it finishes normally
     assert job(c, jobid).get("JobState") in ("RUNNING", "COMPLETING", "COMPLETED"), job(c, jobid)
     final = wait_state(c, jobid, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})
@@ -125,7 +126,7 @@ def test_killed_munged_during_a_job_is_restarted_with_the_same_key(three):
     wait_state(c, jobid, {"RUNNING"})
     kill9(st.munged_pid)
     st2 = c.up(cl.Settings(profile="baseline", nodes=NODES))
-    assert cl._alive(st2.munged_pid) and st2.munged_pid != st.munged_pid
+    assert alive(st2.munged_pid) and st2.munged_pid != st.munged_pid
     assert munge.paths(c.root)["key"].read_bytes() == key
     assert wait_state(c, jobid, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"})["JobState"] == "COMPLETED"
     proc = sh(c, "srun", "-N3", "true", timeout=120)
@@ -140,11 +141,11 @@ def test_down_during_a_job_ends_its_tasks_and_removes_everything(three):
     jobid = sbatch(c, "-N2", "--wrap", f"srun -N2 sleep {marker}")
     wait_state(c, jobid, {"RUNNING"})
     wait_for(lambda: len(pids_with_arg(marker)) >= 2, 30, "the job's tasks to start")
-    daemons = [cl._read_pid(c.slurmd_pidfile(n)) for n in st.node_names] + [st.munged_pid]
+    daemons = [read_pid(c.slurmd_pidfile(n)) for n in st.node_names] + [st.munged_pid]
     removed = c.down()
     assert removed["jobs"] == [1]
     assert pids_with_arg(marker) == []
-    assert not any(cl._alive(p) for p in daemons)
+    assert not any(alive(p) for p in daemons)
     assert not [cg for n in ("n1", "n2", "n3") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert netns.existing(c.root) == []
     assert not munge.paths(c.root)["key"].exists()
@@ -157,7 +158,7 @@ def test_down_during_a_job_ends_its_tasks_and_removes_everything(three):
 @pytest.mark.parametrize("damage", ["truncated", "not-an-object", "deleted"])
 def test_corrupt_state_is_detected_and_down_still_removes_everything(three, damage):
     c, st = three
-    daemons = [cl._read_pid(c.slurmd_pidfile(n)) for n in st.node_names] + [st.munged_pid]
+    daemons = [read_pid(c.slurmd_pidfile(n)) for n in st.node_names] + [st.munged_pid]
     text = c.state_file.read_text()
     if damage == "truncated":
         c.state_file.write_text(text[: len(text) // 2])
@@ -170,7 +171,7 @@ def test_corrupt_state_is_detected_and_down_still_removes_everything(three, dama
     assert "`stackproof cluster down` removes them" in proc.stdout
     proc = cli("down")
     assert proc.returncode == 0, proc.stderr
-    assert not any(cl._alive(p) for p in daemons)
+    assert not any(alive(p) for p in daemons)
     assert netns.existing(c.root) == []
     assert not [cg for n in ("n1", "n2", "n3") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
     assert cli("status").returncode == 3

@@ -11,6 +11,7 @@ import pytest
 
 from stackproof.cluster import cgroups
 from stackproof import cluster as cl
+from stackproof.cluster.procs import alive, read_pid
 from stackproof.cpulist import parse_list
 from stackproof.errors import StackproofError
 from stackproof.nodes.nodetype import from_host
@@ -98,7 +99,7 @@ def test_corespec_steps_exclude_system_cores_and_slurmd_runs_on_them(live_cluste
     assert system and app and not system & app
     for cpus in step_allowed(live_cluster, f"-n{len(app)}"):
         assert cpus <= app, f"job step on system CPUs {cpus & system}"
-    slurmd_pid = cl._read_pid(live_cluster.slurmd_pidfile(st.node_names[0]))
+    slurmd_pid = read_pid(live_cluster.slurmd_pidfile(st.node_names[0]))
     assert allowed_of(slurmd_pid) <= system
     assert allowed_of(st.munged_pid) <= system
     node = live_cluster.exec_cmd(["scontrol", "show", "node"], capture_output=True, text=True).stdout
@@ -166,10 +167,10 @@ def test_killed_slurmd_is_reported_and_recovered(live_cluster):
         if not live_cluster.exec_cmd(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
             break
         time.sleep(0.1)
-    victim = cl._read_pid(live_cluster.slurmd_pidfile("n2"))
+    victim = read_pid(live_cluster.slurmd_pidfile("n2"))
     os.kill(victim, signal.SIGKILL)
     for _ in range(100):  # SIGKILL is asynchronous: wait until the kernel has finished the process
-        if not cl._alive(victim):
+        if not alive(victim):
             break
         time.sleep(0.05)
     proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "status"], capture_output=True, text=True)
@@ -186,10 +187,10 @@ def test_killed_slurmd_is_reported_and_recovered(live_cluster):
 
 def test_down_removes_daemons_namespaces_and_cgroups(live_cluster):
     st = live_cluster.up(cl.Settings(profile="baseline", nodes=2))
-    pids = [cl._read_pid(live_cluster.slurmd_pidfile(n)) for n in st.node_names]
-    pids += [cl._read_pid(live_cluster.root / "run/slurmctld.pid"), st.munged_pid]
+    pids = [read_pid(live_cluster.slurmd_pidfile(n)) for n in st.node_names]
+    pids += [read_pid(live_cluster.root / "run/slurmctld.pid"), st.munged_pid]
     live_cluster.down()
-    assert not any(cl._alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in netns for ns in st.netns)
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
@@ -271,7 +272,7 @@ def test_noise_daemon_is_bound_like_the_profiles_daemons(live_cluster):
     assert allowed_of(st.noise_pid) == parse_list(st.system_cpus)  # moved to the system core
     pid = st.noise_pid
     live_cluster.up(cl.Settings(profile="corespec", k=1))       # no daemon asked: it is stopped
-    assert not cl._alive(pid)
+    assert not alive(pid)
     before = live_cluster.status()
     with pytest.raises(StackproofError, match="expected FREQHz-DURATION"):
         live_cluster.up(cl.Settings(profile="baseline", noise_daemon="loud"))
