@@ -8,9 +8,12 @@ sources, a GPU) or a property of the machine (CPU count, architecture, kernel fe
 reported as a failure: everything `make test` installs must be there in CI.
 """
 import importlib.util
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,6 +162,12 @@ def mpi_hello(tmp_path_factory):
     return {mpi: str(build_mpi_hello(mpi, out_dir)) for mpi in ("openmpi", "mpich")}
 
 
+def stackproof_cli(*args, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m stackproof.cli ARGS` in a subprocess, as a shell runs it (text output captured);
+    keyword arguments go to subprocess.run (env, cwd, timeout, check)."""
+    return subprocess.run([sys.executable, "-m", "stackproof.cli", *args], capture_output=True, text=True, **kwargs)
+
+
 def run_cli(argv, capsys):
     """`stackproof ARGV` in this process: (exit status, non-empty stderr lines); never a traceback."""
     from stackproof import cli
@@ -169,3 +178,62 @@ def run_cli(argv, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
     return rc, [line for line in err.splitlines() if line.strip()]
+
+
+# ---- the ReFrame configuration (reframe-tests/config/site.py), as ReFrame loads it ----------------------
+
+RFM_CONFIG_LOADER = """
+import json, sys
+sys.argv = ['reframe'] + sys.argv[1:]
+sys.path.insert(0, %r)
+from reframe.utility import import_module_from_file
+conf = import_module_from_file(%r).site_configuration
+import partitions
+print(json.dumps({'config': conf, 'unavailable': partitions.UNAVAILABLE}, default=str))
+""" % (str(REPO / "reframe-tests" / "config"), str(REPO / "reframe-tests" / "config" / "site.py"))
+
+
+class LoadedConfig:
+    """What loading the ReFrame configuration gave: `proc` (exit status, stderr), `config` (None when it
+    failed), `unavailable` (systems left out and why), and views of it."""
+
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.proc = proc
+        doc = json.loads(proc.stdout.splitlines()[-1]) if proc.returncode == 0 else {}
+        self.config, self.unavailable = doc.get("config"), doc.get("unavailable", {})
+
+    @property
+    def systems(self) -> dict[str, list[str]]:
+        """system -> its partitions' names."""
+        return {s["name"]: [p["name"] for p in s["partitions"]] for s in self.config["systems"]}
+
+    def partitions(self, system: str) -> list[dict]:
+        return next(s["partitions"] for s in self.config["systems"] if s["name"] == system)
+
+    @property
+    def features(self) -> dict[str, list[str]]:
+        """'sys:part' -> the partition's features."""
+        return {f"{s['name']}:{p['name']}": p["features"] for s in self.config["systems"] for p in s["partitions"]}
+
+    def environments(self, system: str) -> list[str]:
+        """The names of the environments a system's partitions can use (system-wide ones included)."""
+        return sorted({e["name"] for e in self.config["environments"] if system in e.get("target_systems", [])})
+
+
+@pytest.fixture
+def reframe_config(tmp_path):
+    """load(*REFRAME ARGS, **ENV) -> LoadedConfig: reframe-tests/config/site.py loaded in a fresh process
+    (its modules read the command line and the environment when imported), with a private prefix,
+    results database and test-cluster run directory under tmp_path, none of the caller's overrides."""
+    pytest.importorskip("reframe")
+
+    def load(*argv, **env_extra):
+        env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp_path / "prefix"),
+                   STACKPROOF_RESULTS_DB=str(tmp_path / "db" / "r.db"), STACKPROOF_RUN_DIR=str(tmp_path / "run"))
+        for var in ("STACKPROOF_FAKE_GPUS", "STACKPROOF_CLUSTER_NODES", "STACKPROOF_LOCAL_NODETYPE", "RFM_SYSTEM",
+                    "SLURM_CONF"):
+            env.pop(var, None)
+        env.update(env_extra)
+        return LoadedConfig(subprocess.run([sys.executable, "-c", RFM_CONFIG_LOADER, *argv], capture_output=True,
+                                           text=True, env=env))
+    return load

@@ -2,28 +2,15 @@
 (The cluster's bad-input cases that need root but start nothing are here too; live faults are in
 test_cluster_faults_live.py.)"""
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import require_tools
+from conftest import require_tools, run_cli, stackproof_cli
 from stackproof import cli
 from stackproof.hostlist import MAX_HOSTS, expand
 from stackproof.errors import StackproofError
 
 OSU_HEAD = "# OSU MPI Allreduce Latency Test v7.2\n# Size       Avg Latency(us)\n"
-
-
-def run_cli(argv, capsys):
-    """main() in-process: (exit code, stderr lines)."""
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:        # argparse usage errors
-        rc = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    return rc, [line for line in err.splitlines() if line.strip()]
 
 
 def assert_one_error_line(rc, lines, code, fragment):
@@ -149,8 +136,8 @@ def test_every_command_is_noun_verb():
 
 def test_no_traceback_from_a_separate_process():
     """The installed entry point itself (not only main()): cluster exec of a missing program."""
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "--run-dir", "/nonexistent/run",
-                           "exec", "--", "/nonexistent"], capture_output=True, text=True, timeout=60)
+    proc = stackproof_cli("cluster", "--run-dir", "/nonexistent/run",
+                           "exec", "--", "/nonexistent", timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "no cluster is up" in proc.stderr
 

@@ -6,12 +6,12 @@ import re
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.cluster import cgroups
 from stackproof import cluster as cl
 from stackproof.cluster.procs import alive, read_pid
@@ -66,11 +66,6 @@ def pids_with_arg(marker):
             except OSError:
                 pass
     return [p for p in found if alive(p)]
-
-
-def cli(*args, run_dir=None, timeout=180):
-    cmd = [sys.executable, "-m", "stackproof.cli", "cluster"] + (["--run-dir", str(run_dir)] if run_dir else []) + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -166,15 +161,15 @@ def test_corrupt_state_is_detected_and_down_still_removes_everything(three, dama
         c.state_file.write_text("[1, 2, 3]\n")
     else:
         c.state_file.unlink()
-    proc = cli("status")
+    proc = stackproof_cli("cluster", "status", timeout=180)
     assert proc.returncode == 1 and "down" not in proc.stdout.split()[:1], proc.stdout
     assert "`stackproof cluster down` removes them" in proc.stdout
-    proc = cli("down")
+    proc = stackproof_cli("cluster", "down", timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert not any(alive(p) for p in daemons)
     assert netns.existing(c.root) == []
     assert not [cg for n in ("n1", "n2", "n3") for cg in cgroups.node_cgroups(n, cgroups.hierarchy())]
-    assert cli("status").returncode == 3
+    assert stackproof_cli("cluster", "status", timeout=180).returncode == 3
 
 
 # ---- the run directory and the key ------------------------------------------------------------------
@@ -206,7 +201,7 @@ def test_a_planted_run_dir_is_refused(tmp_path, plant):
         (tmp_path / "elsewhere").mkdir()
         run.symlink_to(tmp_path / "elsewhere")
         fragment = "symbolic link"
-    proc = cli("up", "--ports", "17877,17878", run_dir=run)
+    proc = stackproof_cli("cluster", "--run-dir", str(run), "up", "--ports", "17877,17878", timeout=180)
     assert proc.returncode == 1 and fragment in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().count("\n") == 0
     assert subprocess.run(["pgrep", "-f", str(run)], capture_output=True).stdout == b""
@@ -220,13 +215,13 @@ def test_bad_input_leaves_a_running_cluster_alone(three):
     before = c.status()
     for args in (["--nodes", "0"], ["--noise-daemon", "bogus"], ["--profile", "corespec", "--k", "4096"],
                  ["--fake-gpus", "99"]):
-        proc = cli("up", *args)
+        proc = stackproof_cli("cluster", "up", *args, timeout=180)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert c.status() == before
 
 
 def test_exec_of_a_missing_program_is_one_line(three):
-    proc = cli("exec", "--", "/nonexistent")
+    proc = stackproof_cli("cluster", "exec", "--", "/nonexistent", timeout=180)
     assert proc.returncode == 1 and proc.stderr.strip() == "stackproof cluster exec: error: /nonexistent: command not found"
 
 

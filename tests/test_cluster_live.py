@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.cluster import cgroups
 from stackproof import cluster as cl
 from stackproof.cluster.procs import alive, read_pid
@@ -173,7 +174,7 @@ def test_killed_slurmd_is_reported_and_recovered(live_cluster):
         if not alive(victim):
             break
         time.sleep(0.05)
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "status"], capture_output=True, text=True)
+    proc = stackproof_cli("cluster", "status")
     assert proc.returncode == 1 and re.search(r"slurmd n2 .*DEAD", proc.stdout), proc.stdout
     live_cluster.up(cl.Settings(profile="baseline", nodes=3))
     assert live_cluster.status()["healthy"]
@@ -254,8 +255,7 @@ def test_missing_packages(tmp_path, monkeypatch):
 def test_cli_up_keeps_the_running_clusters_other_settings(live_cluster):
     """`up --profile P` (what the ReFrame checks call) switches only the profile."""
     live_cluster.up(cl.Settings(profile="baseline", nodes=2, fake_gpus=2))
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "up", "--profile", "freecore-last"],
-                          capture_output=True, text=True, timeout=120)
+    proc = stackproof_cli("cluster", "up", "--profile", "freecore-last", timeout=120)
     assert proc.returncode == 0, proc.stderr
     settings = live_cluster.status()["settings"]
     assert (settings["profile"], settings["nodes"], settings["fake_gpus"]) == ("freecore-last", 2, 2)

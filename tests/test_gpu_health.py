@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.gpus import health as gpu_health
 from stackproof.errors import StackproofError
 from stackproof.paths import REPO
@@ -110,10 +111,10 @@ def h100_env(tmp_path_factory, shared):
         pytest.skip("reframe not in the venv: run `make venv`")
     tmp = tmp_path_factory.mktemp("gpu-rfm")
     nodetype_yaml = tmp / "h100.yaml"
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "nodetype", "from-xml",
+    proc = stackproof_cli("nodetype", "from-xml",
                            str(shared / "topologies" / "device__h100-no-nvml.xml"), "--name", "h100",
                            "--smi-output", str(shared / "fixtures/gpu/h100-nvidia-smi-q.txt"),
-                           "-o", str(nodetype_yaml)], capture_output=True, text=True)
+                           "-o", str(nodetype_yaml))
     assert proc.returncode == 0, proc.stderr
     return tmp, nodetype_yaml
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.gpus import cuda_aware
 from stackproof.paths import REPO
 
@@ -59,9 +60,8 @@ def osu_runs(tmp_path_factory, shared):
         pytest.skip("mpirun not found (scripts/install-deps.sh: openmpi-bin)")
     tmp = tmp_path_factory.mktemp("osu-gpu")
     nt = tmp / "h100.yaml"
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "nodetype", "from-xml",
-                           str(shared / "topologies" / "device__h100-nvml.xml"), "--name", "h100", "-o", str(nt)],
-                          capture_output=True, text=True)
+    proc = stackproof_cli("nodetype", "from-xml",
+                           str(shared / "topologies" / "device__h100-nvml.xml"), "--name", "h100", "-o", str(nt))
     assert proc.returncode == 0, proc.stderr
     views = {}
     from stackproof.stacks import load_stack

@@ -11,29 +11,6 @@ from stackproof.report import outcome as run_outcome
 from stackproof.paths import REPO, nodetypes_dir
 
 SUITE = REPO / "reframe-tests"
-LOAD = """
-import json, sys
-sys.argv = ['reframe'] + sys.argv[1:]
-sys.path.insert(0, %r)
-from reframe.utility import import_module_from_file
-conf = import_module_from_file(%r).site_configuration
-import partitions
-print(json.dumps({'systems': {s['name']: [p['name'] for p in s['partitions']] for s in conf['systems']},
-                  'features': {s['name'] + ':' + p['name']: p['features'] for s in conf['systems'] for p in s['partitions']},
-                  'unavailable': partitions.UNAVAILABLE}))
-""" % (str(SUITE / "config"), str(SUITE / "config" / "site.py"))
-
-
-def load_config(tmp_path, *argv, **env_extra):
-    pytest.importorskip("reframe")
-    env = dict(os.environ, STACKPROOF_RFM_PREFIX=str(tmp_path / "prefix"),
-               STACKPROOF_RESULTS_DB=str(tmp_path / "db" / "r.db"), STACKPROOF_RUN_DIR=str(tmp_path / "run"))
-    for var in ("STACKPROOF_FAKE_GPUS", "STACKPROOF_LOCAL_NODETYPE", "RFM_SYSTEM"):
-        env.pop(var, None)
-    env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", LOAD, *argv], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
 
 
 @pytest.fixture
@@ -45,17 +22,17 @@ def no_lstopo(tmp_path):
     return str(empty)
 
 
-def test_login_node_without_lstopo_loads_its_own_system(tmp_path, no_lstopo):
-    conf = load_config(tmp_path, "--system", "x86gpu", PATH=no_lstopo)
-    assert conf["systems"]["x86gpu"] == ["gpu"]
-    assert "local" not in conf["systems"] and "testcluster" not in conf["systems"]
-    assert conf["unavailable"]["local"] == "not loaded: --system x86gpu was requested"
+def test_login_node_without_lstopo_loads_its_own_system(reframe_config, tmp_path, no_lstopo):
+    conf = reframe_config("--system", "x86gpu", PATH=no_lstopo)
+    assert conf.systems["x86gpu"] == ["gpu"]
+    assert "local" not in conf.systems and "testcluster" not in conf.systems
+    assert conf.unavailable["local"] == "not loaded: --system x86gpu was requested"
 
 
-def test_without_lstopo_local_is_left_out_with_the_reason(tmp_path, no_lstopo):
-    conf = load_config(tmp_path, PATH=no_lstopo)
-    assert {"lassen", "x86gpu"} <= set(conf["systems"]) and "local" not in conf["systems"]
-    assert "lstopo not found" in conf["unavailable"]["local"]
+def test_without_lstopo_local_is_left_out_with_the_reason(reframe_config, tmp_path, no_lstopo):
+    conf = reframe_config(PATH=no_lstopo)
+    assert {"lassen", "x86gpu"} <= set(conf.systems) and "local" not in conf.systems
+    assert "lstopo not found" in conf.unavailable["local"]
 
 
 def test_run_py_says_why_a_system_is_unavailable(tmp_path, no_lstopo):
@@ -69,20 +46,20 @@ def test_run_py_says_why_a_system_is_unavailable(tmp_path, no_lstopo):
         in proc.stderr
 
 
-def test_testcluster_gpu_partition_only_with_fake_gpus(tmp_path):
-    assert load_config(tmp_path, "--system", "testcluster")["systems"]["testcluster"] == ["cpu"]
+def test_testcluster_gpu_partition_only_with_fake_gpus(reframe_config, tmp_path):
+    assert reframe_config("--system", "testcluster").systems["testcluster"] == ["cpu"]
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "cluster.json").write_text(json.dumps({"settings": {"fake_gpus": 2}}))
-    conf = load_config(tmp_path, "--system", "testcluster")
-    assert conf["systems"]["testcluster"] == ["cpu", "gpu"] and "fakegpu" in conf["features"]["testcluster:gpu"]
-    assert load_config(tmp_path, "--system", "testcluster", STACKPROOF_FAKE_GPUS="0")["systems"]["testcluster"] == ["cpu"]
+    conf = reframe_config("--system", "testcluster")
+    assert conf.systems["testcluster"] == ["cpu", "gpu"] and "fakegpu" in conf.features["testcluster:gpu"]
+    assert reframe_config("--system", "testcluster", STACKPROOF_FAKE_GPUS="0").systems["testcluster"] == ["cpu"]
 
 
-def test_local_gets_a_gpu_partition_from_a_gpu_node_type(tmp_path):
-    conf = load_config(tmp_path, "--system=local:gpu", STACKPROOF_LOCAL_NODETYPE="pascal")
-    assert conf["systems"]["local"] == ["default", "gpu"]
-    assert {"gpu", "cuda"} <= set(conf["features"]["local:gpu"])
-    assert "gpu" not in conf["features"]["local:default"]
+def test_local_gets_a_gpu_partition_from_a_gpu_node_type(reframe_config, tmp_path):
+    conf = reframe_config("--system=local:gpu", STACKPROOF_LOCAL_NODETYPE="pascal")
+    assert conf.systems["local"] == ["default", "gpu"]
+    assert {"gpu", "cuda"} <= set(conf.features["local:gpu"])
+    assert "gpu" not in conf.features["local:default"]
 
 
 # ---- no silent pass -----------------------------------------------------------------------------------

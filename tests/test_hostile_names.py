@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof import validate
 
 from stackproof.nodes import corespec
@@ -61,9 +62,8 @@ def test_profile_file_with_a_hostile_unit_is_refused(tmp_path, unit):
 
 def test_cli_render_refuses_the_hostile_profile_file(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "slurm", "render", "--nodetype", "pascal",
-                           "--profile", "evil", "--profile-file", str(_profile_file(tmp_path)), "-o", str(out)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = stackproof_cli("slurm", "render", "--nodetype", "pascal",
+                           "--profile", "evil", "--profile-file", str(_profile_file(tmp_path)), "-o", str(out), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr          # bad input
     assert len(proc.stderr.strip().splitlines()) == 1 and "not a process name" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists() and not (tmp_path / "pwned").exists()

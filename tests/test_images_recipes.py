@@ -1,15 +1,12 @@
 """Image recipes: shared install steps, lint, bad input, and the secret scan (synthetic images always;
 the built Debian image when build/images/debian12-compute.oci.tar exists: `make images-debian`)."""
-import io
-import json
-import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
+from ocitest import layer, oci_archive
 
 from stackproof.provision import images
 from stackproof.cli import main
@@ -128,46 +125,16 @@ def test_scan_finds_secrets(tmp_path, rel, data, what):
     assert [(f.path, f.what) for f in found] == [(rel, what)]
 
 
-def _layer(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _oci_archive(path: Path, layers: list[bytes]) -> Path:
-    blobs = {}
-
-    def add(data: bytes) -> str:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        blobs[digest] = data
-        return digest
-    manifest = json.dumps({"schemaVersion": 2, "layers": [
-        {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": add(x), "size": len(x)}
-        for x in layers]}).encode()
-    index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": add(manifest)}]}).encode()
-    with tarfile.open(path, "w") as tf:
-        for name, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index)] + \
-                [(f"blobs/{d.replace(':', '/')}", b) for d, b in blobs.items()]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_scan_finds_a_key_that_a_later_layer_deletes(tmp_path, capsys):
     """`RUN rm /etc/munge/munge.key` in a later layer leaves the key in the archive: still a leak."""
-    archive = _oci_archive(tmp_path / "img.oci.tar", [
-        _layer({"etc/munge/munge.key": os.urandom(32), "etc/hostname": b"x\n"}),
-        _layer({"etc/munge/.wh.munge.key": b""})])
+    archive = oci_archive(tmp_path / "img.oci.tar", [
+        layer({"etc/munge/munge.key": os.urandom(32), "etc/hostname": b"x\n"}),
+        layer({"etc/munge/.wh.munge.key": b""})])
     found = images.scan(archive)
     assert [f.path for f in found] == ["etc/munge/munge.key"]
     assert main(["images", "scan", str(archive)]) == 1
     assert "SECRET" in capsys.readouterr().out
-    clean = _oci_archive(tmp_path / "clean.oci.tar", [_layer({"etc/hostname": b"x\n"})])
+    clean = oci_archive(tmp_path / "clean.oci.tar", [layer({"etc/hostname": b"x\n"})])
     assert main(["images", "scan", str(clean)]) == 0
 
 

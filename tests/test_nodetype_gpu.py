@@ -8,12 +8,12 @@ import argparse
 import contextlib
 import io
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.gpus import discovery as gpu_discovery
 
 from stackproof.nodes import memory as node_memory
@@ -255,12 +255,12 @@ def test_cli_from_host_says_which_memory_it_uses(shared, smi_on_path, tmp_path, 
 def test_cli_from_xml_with_smi_output_and_error_exit(shared, tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable))
     out = tmp_path / "h100.yaml"
-    ok = subprocess.run([sys.executable, "-m", "stackproof.cli", "nodetype", "from-xml",
+    ok = stackproof_cli("nodetype", "from-xml",
                          str(shared / "topologies" / NO_NVML), "--smi-output", str(shared / FIXTURE),
-                         "-o", str(out)], capture_output=True, text=True, env=env)
+                         "-o", str(out), env=env)
     assert ok.returncode == 0, ok.stderr
     assert H100_UUID in out.read_text() and "GPUs: nvidia:0@numa0" in ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "stackproof.cli", "nodetype", "from-xml",
-                          str(shared / "topologies" / NO_NVML)], capture_output=True, text=True, env=env)
+    bad = stackproof_cli("nodetype", "from-xml",
+                          str(shared / "topologies" / NO_NVML), env=env)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and "0000:00:06.0" in bad.stderr

@@ -13,11 +13,10 @@ import math
 import os
 import random
 import subprocess
-import sys
 
 import pytest
 
-from conftest import require_root, require_tools
+from conftest import require_root, require_tools, stackproof_cli
 from stackproof.noise.run import Injector, build_dir
 
 RESULTS = build_dir() / "hunt-live-results.json"
@@ -119,10 +118,9 @@ def hunted(live_cluster, tmp_path_factory):
     duration = max(MIN_DURATION, math.ceil(MIN_OCCURRENCES / freq))
     out = tmp_path_factory.mktemp("hunt")
     with Injector(freq, f"{dur}us", app_cpu, require_fifo=True) as inj:
-        proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--cpus", app_cpu,
+        proc = stackproof_cli("noise", "hunt", "--cpus", app_cpu,
                                "--duration", str(duration), "--threshold", "auto", "--apply",
-                               "-o", str(out)],
-                              capture_output=True, text=True, env=live_cluster.env(), timeout=600)
+                               "-o", str(out), env=live_cluster.env(), timeout=600)
         pid = inj.proc.pid
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((out / "hunt.json").read_text())

@@ -2,12 +2,11 @@
 within the model, the noise timeline, LogGP fits and bad input. Everything is deterministic (fixed
 seeds), so nothing here depends on how busy the machine is."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.noise import synthetic, trace as fwqtrace
 from stackproof.noise.scale import collectives
 from stackproof.noise.scale.loggp import LogGP, LogGPError, fit, override
@@ -197,13 +196,8 @@ def test_less_bandwidth_absorbs_more_noise():
 
 # ------------------------------------------------------------------ command line
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", *args],
-                          capture_output=True, text=True)
-
-
 def test_cli_writes_table_json_and_plot(tmp_path):
-    proc = run_cli("--signature", "10Hz:2.5ms", "--nodes", "1,64", "--iterations", "50",
+    proc = stackproof_cli("noise", "project", "--signature", "10Hz:2.5ms", "--nodes", "1,64", "--iterations", "50",
                    "--collective", "allreduce:{binomial,linear}", "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "project.json").read_text())
@@ -223,7 +217,7 @@ def test_cli_projects_a_run_report(tmp_path):
         {"name": "FWQNoise %profile=baseline %signature=none", "environ": "commodity", "result": "pass",
          "outputdir": str(out)}]}]}
     (tmp_path / "reframe-report.json").write_text(json.dumps(report))
-    proc = run_cli("--run", str(tmp_path), "--nodes", "1,16", "--iterations", "50", "--json")
+    proc = stackproof_cli("noise", "project", "--run", str(tmp_path), "--nodes", "1,16", "--iterations", "50", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [r["profile"] for r in doc["rows"]] == ["baseline", "baseline"]
@@ -238,7 +232,7 @@ def test_cli_projects_a_run_report(tmp_path):
     (["--run", "/nonexistent/run"], "no such file"),
 ])
 def test_cli_bad_input_is_one_line(args, message):
-    proc = run_cli(*args)
+    proc = stackproof_cli("noise", "project", *args)
     assert proc.returncode != 0
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
@@ -246,12 +240,12 @@ def test_cli_bad_input_is_one_line(args, message):
 def test_cli_rejects_runs_without_usable_traces(tmp_path):
     empty = tmp_path / "empty.dat"
     empty.write_bytes(b"")
-    assert "Traceback" not in run_cli("--run", str(empty)).stderr
-    assert run_cli("--run", str(empty)).returncode != 0
+    assert "Traceback" not in stackproof_cli("noise", "project", "--run", str(empty)).stderr
+    assert stackproof_cli("noise", "project", "--run", str(empty)).returncode != 0
     (tmp_path / "reframe-report.json").write_text(json.dumps({"runs": [{"testcases": [
         {"name": "FWQNoise %profile=baseline %signature=none", "environ": "commodity", "result": "pass",
          "outputdir": str(tmp_path / "missing")}]}]}))
-    proc = run_cli("--run", str(tmp_path))
+    proc = stackproof_cli("noise", "project", "--run", str(tmp_path))
     assert proc.returncode != 0 and "kept its trace" in proc.stderr
 
 
@@ -260,7 +254,7 @@ def test_report_section_from_the_projection_output(tmp_path):
     from stackproof.report.build import noise_at_scale_section as report_section
     ctx = SimpleNamespace(img=tmp_path / "img")
     assert report_section(ctx) is None                   # the projection did not run: no section
-    proc = run_cli("--signature", "10Hz:2.5ms", "--nodes", "1,16", "--iterations", "20",
+    proc = stackproof_cli("noise", "project", "--signature", "10Hz:2.5ms", "--nodes", "1,16", "--iterations", "20",
                    "-o", str(tmp_path / "project"))
     assert proc.returncode == 0, proc.stderr
     section = report_section(ctx)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof import cluster as cl
 from stackproof.paths import REPO
 
@@ -50,8 +51,7 @@ def skip_reasons(output):
 
 
 def cluster_env(run_dir):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "cluster", "--run-dir", str(run_dir), "env"],
-                          capture_output=True, text=True, check=True)
+    proc = stackproof_cli("cluster", "--run-dir", str(run_dir), "env", check=True)
     return dict(shlex.split(line)[1].split("=", 1) for line in proc.stdout.splitlines())
 
 

@@ -9,12 +9,12 @@ import tempfile
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.paths import REPO
 
 
 def spack_env(env):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", "env"], capture_output=True, text=True,
-                          env=env)
+    return stackproof_cli("spack", "env", env=env)
 
 
 def test_without_spack_one_error_says_how(tmp_path):
@@ -61,8 +61,7 @@ def test_a_site_file_becomes_the_system_scope(tmp_path):
     root = fake_spack(tmp_path)
     env = dict({k: v for k, v in os.environ.items() if not k.startswith("SPACK_")},
                SPACK_ROOT=str(root), SPACK_PYTHON=sys.executable)
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", "env", "--site", "debian12"],
-                          capture_output=True, text=True, env=env)
+    proc = stackproof_cli("spack", "env", "--site", "debian12", env=env)
     assert proc.returncode == 0, proc.stderr
     exports = dict(shlex.split(line)[1].split("=", 1) for line in proc.stdout.splitlines()[1:])
     system = os.path.join(exports["SPACK_SYSTEM_CONFIG_PATH"], "packages.yaml")
@@ -71,8 +70,7 @@ def test_a_site_file_becomes_the_system_scope(tmp_path):
 
 def test_an_unknown_site_is_bad_input():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPACK_")}
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", "env", "--site", "nowhere"],
-                          capture_output=True, text=True, env=env)
+    proc = stackproof_cli("spack", "env", "--site", "nowhere", env=env)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
     assert "no spack-envs/site/nowhere/packages.yaml (known: debian12, rocky9)" in proc.stderr
 
@@ -99,8 +97,7 @@ def test_a_spack_build_system_check_builds_from_the_offline_mirror():
         f"lz4 1.9.4's source is not in the offline mirror {mirror}: `apt-get source --download-only "
         "lz4/bookworm` (a deb-src line), then `stackproof spack mirror build/spack/mirror --add "
         "lz4_1.9.4.orig.tar.gz` (docs/spack.md \"ReFrame's Spack build system\")")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", "env", "--site", "debian12"],
-                          capture_output=True, text=True)
+    proc = stackproof_cli("spack", "env", "--site", "debian12")
     assert proc.returncode == 0, proc.stderr
     script = proc.stdout + (f"\nexec {shlex.quote(str(os.path.join(os.path.dirname(sys.executable), 'reframe')))} "
                             f"-C {REPO}/reframe-tests/config/site.py -c {REPO}/tests/data/reframe_spack/spack_hello.py "

@@ -1,11 +1,10 @@
 """`stackproof report`: two stacks from ReFrame run reports -> HTML + Markdown (issue 5, item 3; issue 11)."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from conftest import stackproof_cli
 from stackproof import noise
 from stackproof.benchparse import parse_file
 from stackproof.errors import StackproofError
@@ -87,14 +86,13 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
 
 
 def test_report_cli_and_bad_input(tmp_path, two_stacks):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", f"c={two_stacks[0]}",
-                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r")], capture_output=True, text=True)
+    proc = stackproof_cli("report", "build", "--run", f"c={two_stacks[0]}",
+                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     assert "| c |" in (tmp_path / "r" / "report.md").read_text()
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "a report"}')
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(bad)],
-                          capture_output=True, text=True)
+    proc = stackproof_cli("report", "build", "--run", str(bad))
     assert proc.returncode == 2 and "not a ReFrame run report" in proc.stderr
     with pytest.raises(StackproofError, match="not found"):
         load_run(str(tmp_path / "missing.json"))
@@ -106,9 +104,8 @@ def test_report_cli_and_bad_input(tmp_path, two_stacks):
     (["--compare"], "--compare finds the sessions itself"),
 ])
 def test_report_cli_bad_options(tmp_path, two_stacks, args, message):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", f"c={two_stacks[0]}",
-                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args],
-                          capture_output=True, text=True)
+    proc = stackproof_cli("report", "build", "--run", f"c={two_stacks[0]}",
+                           "--run", f"v={two_stacks[1]}", "-o", str(tmp_path / "r"), *args)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -119,9 +116,9 @@ def test_noise_at_scale_section_says_why_the_linear_slowdown_falls(tmp_path):
     from stackproof.report.build import noise_at_scale_section
     ctx = SimpleNamespace(img=tmp_path / "img")
     assert noise_at_scale_section(ctx) is None
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--signature", "10Hz:2.5ms",
+    proc = stackproof_cli("noise", "project", "--signature", "10Hz:2.5ms",
                            "--nodes", "1,16", "--iterations", "20", "--collective", "allreduce:binomial,linear",
-                           "-o", str(tmp_path / "project")], capture_output=True, text=True)
+                           "-o", str(tmp_path / "project"))
     assert proc.returncode == 0, proc.stderr
     sec = noise_at_scale_section(ctx)
     assert sec.text[0].startswith("Why the linear allreduce's relative slowdown falls")

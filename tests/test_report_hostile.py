@@ -4,11 +4,11 @@ is refused in one line (no traceback)."""
 import json
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.report import build, load_run
 
 PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
@@ -93,8 +93,8 @@ def test_no_script_runs_in_a_browser(tmp_path):
 def test_a_report_of_the_wrong_shape_is_refused_in_one_line(tmp_path, doc, message):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(bad), "-o",
-                           str(tmp_path / "out")], capture_output=True, text=True)
+    proc = stackproof_cli("report", "build", "--run", str(bad), "-o",
+                           str(tmp_path / "out"))
     assert proc.returncode != 0 and proc.returncode != 70, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert str(bad) in proc.stderr and message in proc.stderr, proc.stderr

@@ -1,11 +1,10 @@
 """Node types derived from real hwloc topologies (shared/topologies) and the live host."""
 import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
+from conftest import stackproof_cli
 from stackproof.nodes import nodetype
 from stackproof.cpulist import format_list, parse_hwloc_bitmap, parse_list
 from stackproof.errors import StackproofError
@@ -77,13 +76,9 @@ def test_bitmaps_and_lists():
         parse_hwloc_bitmap("0xf...f")
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", *args], capture_output=True, text=True)
-
-
 def test_cli_from_xml_writes_the_same_yaml(shared, tmp_path):
     out = tmp_path / "lassen.yaml"
-    proc = _cli("nodetype", "from-xml", str(shared / "topologies" / SHIPPED["lassen"]), "--name", "lassen", "-o", str(out))
+    proc = stackproof_cli("nodetype", "from-xml", str(shared / "topologies" / SHIPPED["lassen"]), "--name", "lassen", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(out.read_text())["cpus"] == 176
 
@@ -98,15 +93,15 @@ def test_cli_from_xml_writes_the_same_yaml(shared, tmp_path):
 def test_cli_rejects_bad_topology(tmp_path, content, expect):
     bad = tmp_path / "bad.xml"
     bad.write_text(content)
-    proc = _cli("nodetype", "from-xml", str(bad))
+    proc = stackproof_cli("nodetype", "from-xml", str(bad))
     assert proc.returncode == 2          # bad input
     assert expect in proc.stderr
 
 
 def test_cli_missing_file_and_unknown_nodetype():
-    proc = _cli("nodetype", "from-xml", "/nonexistent.xml")
+    proc = stackproof_cli("nodetype", "from-xml", "/nonexistent.xml")
     assert proc.returncode == 1 and "not found" in proc.stderr
-    proc = _cli("nodetype", "show", "summit")
+    proc = stackproof_cli("nodetype", "show", "summit")
     assert proc.returncode == 2 and "unknown node type 'summit'" in proc.stderr
 
 

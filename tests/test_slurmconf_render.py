@@ -2,12 +2,12 @@
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.nodes import nodetype
 
 from stackproof.nodes import profiles
@@ -23,10 +23,6 @@ def _cases():
         if line.strip() and not line.startswith("#"):
             name, args = (x.strip() for x in line.split("|"))
             yield name, args.split()
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", *args], capture_output=True, text=True)
 
 
 def test_lassen_corespec_k2_first_gives_the_papers_system_cores_0_1_22_23():
@@ -78,7 +74,7 @@ def test_bad_profiles(name, kwargs, msg):
 
 @pytest.mark.parametrize("name,args", list(_cases()), ids=[c[0] for c in _cases()])
 def test_render_matches_golden_files(tmp_path, name, args):
-    proc = _cli("slurm", "render", *args, "-o", str(tmp_path))
+    proc = stackproof_cli("slurm", "render", *args, "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     got = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     want = {p.relative_to(GOLDEN / name): p.read_bytes() for p in (GOLDEN / name).rglob("*") if p.is_file()}
@@ -89,7 +85,7 @@ def test_render_matches_golden_files(tmp_path, name, args):
 
 def test_render_is_byte_identical_on_repeat(tmp_path):
     args = ["slurm", "render", "--nodetype", "lassen", "--profile", "clean", "--gpus", "--mpibind-plugin", "none"]
-    a, b = _cli(*args), _cli(*args)
+    a, b = stackproof_cli(*args), stackproof_cli(*args)
     assert a.returncode == 0 and a.stdout == b.stdout and a.stdout
 
 
@@ -110,14 +106,14 @@ def test_rendered_files_say_what_the_paper_says():
 def test_plugstack_names_the_plugin_when_installed(tmp_path):
     plugin = tmp_path / "mpibind_slurm.so"
     plugin.write_bytes(b"\x7fELF")
-    proc = _cli("slurm", "render", "--nodetype", "pascal", "--profile", "baseline", "--mpibind-plugin", str(plugin))
+    proc = stackproof_cli("slurm", "render", "--nodetype", "pascal", "--profile", "baseline", "--mpibind-plugin", str(plugin))
     assert f"required {plugin}\n" in proc.stdout
-    proc = _cli("slurm", "render", "--nodetype", "pascal", "--profile", "baseline", "--mpibind-plugin", "/no/such.so")
+    proc = stackproof_cli("slurm", "render", "--nodetype", "pascal", "--profile", "baseline", "--mpibind-plugin", "/no/such.so")
     assert proc.returncode == 1 and "mpibind plugin not found" in proc.stderr
 
 
 def test_gpus_flag_on_a_cpu_only_node_type_is_an_error():
-    proc = _cli("slurm", "render", "--nodetype", "local", "--profile", "baseline", "--gpus")
+    proc = stackproof_cli("slurm", "render", "--nodetype", "local", "--profile", "baseline", "--gpus")
     assert proc.returncode == 2 and "has no GPUs" in proc.stderr
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stackproof_cli
 from stackproof.spack import check as spack_check, driver, install as spack_install, lock as spack_lock
 from stackproof.spack import pins as spack_pins
 from stackproof.errors import StackproofError
@@ -21,11 +22,6 @@ from stackproof.paths import REPO
 ENVS = REPO / "spack-envs"
 PINS = yaml.safe_load((ENVS / "pins.yaml").read_text())
 RECIPES = ENVS / "repo" / "spack_repo" / "stackproof" / "packages"
-
-
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", *args],
-                          capture_output=True, text=True, env=env, cwd=REPO)
 
 
 def no_spack_env():
@@ -222,23 +218,23 @@ def test_missing_lock_is_an_error_except_for_image_locked_envs(envs_copy):
 
 
 def test_cli_ok_and_bad_input(tmp_path, envs_copy):
-    r = cli("lint", env=no_spack_env())
+    r = stackproof_cli("spack", "lint", env=no_spack_env(), cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert "consistent:" in r.stdout
-    r = cli("lint", "--envs-dir", str(tmp_path))
+    r = stackproof_cli("spack", "lint", "--envs-dir", str(tmp_path), cwd=REPO)
     assert r.returncode == 1 and "pins.yaml not found" in r.stderr and "Traceback" not in r.stderr
-    r = cli("lint", "--env", "nosuchenv")
+    r = stackproof_cli("spack", "lint", "--env", "nosuchenv", cwd=REPO)
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
     (envs_copy / "vendor" / "spack.yaml").write_text("spack: [unclosed\n")
-    r = cli("lint", "--envs-dir", str(envs_copy), "--env", "vendor")
+    r = stackproof_cli("spack", "lint", "--envs-dir", str(envs_copy), "--env", "vendor", cwd=REPO)
     assert r.returncode == 2 and "vendor" in r.stderr and "Traceback" not in r.stderr   # bad input
 
 
 def test_cli_without_spack_root_skips_with_the_reason():
-    r = cli("check", "--skip-missing", env=no_spack_env())
+    r = stackproof_cli("spack", "check", "--skip-missing", env=no_spack_env(), cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert "Spack checks SKIPPED: set SPACK_ROOT" in r.stdout
-    r = cli("check", env=no_spack_env())
+    r = stackproof_cli("spack", "check", env=no_spack_env(), cwd=REPO)
     assert r.returncode == 1 and "SPACK_ROOT" in r.stderr
 
 
@@ -362,14 +358,13 @@ def test_install_runs_spack_from_the_lock_with_loopback_up(fake_root, tmp_path):
 
 
 def test_install_cli_bad_input():
-    r = cli("install", "laptop", env=no_spack_env())
+    r = stackproof_cli("spack", "install", "laptop", env=no_spack_env(), cwd=REPO)
     assert r.returncode == 2 and "--scope" in r.stderr and "Traceback" not in r.stderr
-    r = cli("install", "nosuchenv", "--scope", "/tmp")
+    r = stackproof_cli("spack", "install", "nosuchenv", "--scope", "/tmp", cwd=REPO)
     assert r.returncode == 1 and "unknown environment 'nosuchenv'" in r.stderr
 
 
 def test_old_spack_check_command_names_the_new_verbs():
-    r = subprocess.run([sys.executable, "-m", "stackproof.cli", "spack-check", "--install", "laptop"],
-                       capture_output=True, text=True, cwd=REPO)
+    r = stackproof_cli("spack-check", "--install", "laptop", cwd=REPO)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "`spack-check` is now `stackproof spack lint|check|lock|mirror|install" in r.stderr

@@ -1,22 +1,16 @@
 """`stackproof spack mirror DIR [--add FILE]`: the project's release tarball under the names Spack
 looks for, and third-party sources (e.g. a Debian .orig.tar.gz identical to upstream's) by sha256."""
 import hashlib
-import subprocess
-import sys
 
 import pytest
 import yaml
 
+from conftest import stackproof_cli
 from stackproof.paths import REPO
 from stackproof.spack import mirror as spack_mirror, pins as spack_pins
 
 ENVS = REPO / "spack-envs"
 PINS = yaml.safe_load((ENVS / "pins.yaml").read_text())
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", "spack", *args],
-                          capture_output=True, text=True, cwd=REPO)
 
 
 def test_mirror_holds_the_release_under_spack_names(tmp_path):
@@ -44,6 +38,6 @@ def test_mirror_adds_a_source_where_spack_looks(tmp_path):
 @pytest.mark.parametrize("name, why", [("nosuch.tar.gz", "no such file"), ("notes.txt", "not a source archive")])
 def test_mirror_add_bad_input_writes_nothing(tmp_path, name, why):
     (tmp_path / "notes.txt").write_text("x")
-    r = cli("mirror", str(tmp_path / "m"), "--add", str(tmp_path / name))
+    r = stackproof_cli("spack", "mirror", str(tmp_path / "m"), "--add", str(tmp_path / name), cwd=REPO)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m").exists()

@@ -9,11 +9,10 @@ and BoomerAMG's convergence below the tolerance; a second build rebuilds nothing
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-from conftest import require_root
+from conftest import require_root, stackproof_cli
 from stackproof.benchparse import parse_hpcc, parse_hypre_ij
 from stackproof.stacks import benchbuild, environment, install
 from stackproof.stacks.fetch import sha256_of
@@ -104,8 +103,7 @@ def test_second_build_rebuilds_nothing(stacks):
 
 
 def test_cli_reports_each_benchmark(stacks):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "build", "--only", ",".join(TARGETS), *STACKS],
-                          capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    proc = stackproof_cli("stack", "build", "--only", ",".join(TARGETS), *STACKS, env=dict(os.environ), timeout=600)
     assert proc.returncode == 0, proc.stderr
     for name in STACKS:
         assert f"stack {name}: hypre 2.26.0 up-to-date" in proc.stdout, proc.stdout

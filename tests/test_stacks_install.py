@@ -5,11 +5,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.stacks import appbuild, benchbuild, debsource, environment, install, netpipe, piplock
 from stackproof.stacks.model import StackError, load_stack, parse_stack
 from stackproof.stacks.recipes import load_recipes
@@ -331,16 +331,11 @@ def test_link_flags_with_shell_or_make_syntax_are_refused(tmp_path):
         appbuild.placeholder_values(st, {}, tmp_path, tmp_path)
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "stackproof.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ, STACKPROOF_STACKS_ROOT="/nonexistent/stacks"))
-
-
 def test_cli_unknown_stack_and_target_are_one_line_errors():
     for args, code, want in ((("stack", "install", "nosuch"), 2, "unknown stack 'nosuch'"),
                              (("stack", "build", "commodity", "--only", "bogus"), 1, "unknown build targets ['bogus']"),
                              (("stack", "build", "vendor"), 1, "stack vendor: its MPI is not installed")):
-        proc = run_cli(*args)
+        proc = stackproof_cli(*args, env=dict(os.environ, STACKPROOF_STACKS_ROOT="/nonexistent/stacks"))
         assert proc.returncode == code, proc
         assert "Traceback" not in proc.stderr and want in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

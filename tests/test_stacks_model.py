@@ -2,13 +2,12 @@
 shipped stack files, expansion, view overrides, isolation between stacks, and every bad input
 giving one error that names the stack and the fix. No MPI needed (ldd output is recorded)."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from stackfiles import write_stack as write
 
+from conftest import stackproof_cli
 from stackproof.stacks import StackError, load_stack, stack_names, view_var
 from stackproof.stacks import preflight
 from stackproof.stacks.model import parse_stack
@@ -142,19 +141,16 @@ def test_check_vendor_not_installed_is_one_problem(site):
 
 
 def test_cli_stack_check_one_line_error(site):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "check", "nosuch"],
-                          capture_output=True, text=True, env=dict(os.environ))
+    proc = stackproof_cli("stack", "check", "nosuch", env=dict(os.environ))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("stackproof stack: error: unknown stack 'nosuch'")
 
 
 def test_cli_stack_list_and_show(site):
     write(site, "broken", launcher=None)
-    out = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "list"], capture_output=True,
-                         text=True).stdout
+    out = stackproof_cli("stack", "list").stdout
     assert "vendor" in out and "broken           BROKEN: " in out
-    show = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "show", "vendor"],
-                          capture_output=True, text=True)
+    show = stackproof_cli("stack", "show", "vendor")
     assert show.returncode == 0 and '"mpi_family": "intelmpi"' in show.stdout
 
 

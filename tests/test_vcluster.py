@@ -1,14 +1,11 @@
 """The virtual cluster without booting anything: cpio assembly (overlays, an OCI image's rootfs with
 whiteouts and hard links), nodes.conf -> DHCP/iPXE configuration, and the errors raised before boot."""
 import copy
-import hashlib
-import io
-import json
 import stat
 import subprocess
-import tarfile
 
 import pytest
+from ocitest import layer, oci_archive
 
 from stackproof.errors import StackproofError
 from stackproof.provision import cpio
@@ -50,47 +47,9 @@ def test_overlay_cpio_is_reproducible():
     assert cpio.to_bytes(cpio.overlay_entries(files)) == cpio.to_bytes(cpio.overlay_entries(dict(reversed(files.items()))))
 
 
-def _layer(members: list) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name, kind, arg in members:
-            ti = tarfile.TarInfo(name)
-            if kind == "dir":
-                ti.type, ti.mode = tarfile.DIRTYPE, arg
-                tf.addfile(ti)
-            elif kind == "file":
-                ti.size, ti.mode = len(arg), 0o644
-                tf.addfile(ti, io.BytesIO(arg))
-            elif kind == "sym":
-                ti.type, ti.linkname = tarfile.SYMTYPE, arg
-                tf.addfile(ti)
-            elif kind == "hard":
-                ti.type, ti.linkname = tarfile.LNKTYPE, arg
-                tf.addfile(ti)
-    return buf.getvalue()
-
-
-def _oci(path, layers: list[bytes]):
-    blobs = {}
-
-    def blob(data: bytes) -> str:
-        d = hashlib.sha256(data).hexdigest()
-        blobs[d] = data
-        return "sha256:" + d
-    manifest = json.dumps({"schemaVersion": 2, "layers": [{"digest": blob(x), "size": len(x)} for x in layers]}).encode()
-    index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": blob(manifest)}]}).encode()
-    with tarfile.open(path, "w") as tf:
-        for name, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index)] + \
-                [(f"blobs/sha256/{d}", v) for d, v in blobs.items()]:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
-    return path
-
-
 @pytest.fixture
 def two_layer_image(tmp_path):
-    base = _layer([("usr", "dir", 0o755), ("usr/bin", "dir", 0o755), ("usr/bin/perl", "file", b"PERL"),
+    base = layer([("usr", "dir", 0o755), ("usr/bin", "dir", 0o755), ("usr/bin/perl", "file", b"PERL"),
                    ("usr/bin/perl5", "hard", "usr/bin/perl"), ("bin", "sym", "usr/bin"),
                    ("etc", "dir", 0o755), ("etc/gone", "file", b"old"), ("etc/app", "dir", 0o755),
                    ("etc/app/a", "file", b"a"), ("usr/share", "dir", 0o755), ("usr/share/doc", "dir", 0o755),
@@ -98,10 +57,10 @@ def two_layer_image(tmp_path):
                    ("etc/warewulf/excludes", "file", b"/usr/share/doc/\n")])
     # layer 2 changes /usr (a new version of the directory: must not delay its contents), deletes
     # etc/gone, empties etc/app (opaque) and adds a file there
-    top = _layer([("usr", "dir", 0o750), ("usr/local", "dir", 0o755), ("usr/local/x", "file", b"x"),
+    top = layer([("usr", "dir", 0o750), ("usr/local", "dir", 0o755), ("usr/local/x", "file", b"x"),
                   ("etc/.wh.gone", "file", b""), ("etc/app/.wh..wh..opq", "file", b""),
                   ("etc/app/b", "file", b"b")])
-    return _oci(tmp_path / "img.oci.tar", [base, top])
+    return oci_archive(tmp_path / "img.oci.tar", [base, top])
 
 
 def test_oci_rootfs_applies_whiteouts_excludes_and_orders_directories(two_layer_image):

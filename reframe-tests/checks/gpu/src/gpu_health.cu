@@ -36,6 +36,28 @@ static bool g_ok = true;
         }                                                                                      \
     } while (0)
 
+// A timed region of the current device's default stream: both events exist before it starts, so
+// creating them is not timed; stop_ms() is the milliseconds until all the region queued has run.
+struct Timer {
+    cudaEvent_t t0, t1;
+    Timer()
+    {
+        CHECK(cudaEventCreate(&t0));
+        CHECK(cudaEventCreate(&t1));
+        CHECK(cudaEventRecord(t0));
+    }
+    float stop_ms()
+    {
+        CHECK(cudaEventRecord(t1));
+        CHECK(cudaEventSynchronize(t1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        CHECK(cudaEventDestroy(t0));
+        CHECK(cudaEventDestroy(t1));
+        return ms;
+    }
+};
+
 // ---- FMA throughput -------------------------------------------------------------------------------
 // Eight independent chains x = x * a + b per thread. a = 1 and b = 0.5 arrive as arguments, so the
 // compiler must emit real FMAs, and every chain ends exactly at x0 + n * b (all values are
@@ -66,19 +88,10 @@ __global__ void fma_loop(T a, T b, long n, T *out)
 template <typename T>
 static float time_fma(int blocks, int threads, long n, T *d_out)
 {
-    cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
-    CHECK(cudaEventRecord(t0));
+    Timer timer;
     fma_loop<T><<<blocks, threads>>>(static_cast<T>(1), static_cast<T>(0.5), n, d_out);
     CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(t1));
-    CHECK(cudaEventSynchronize(t1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, t0, t1));
-    CHECK(cudaEventDestroy(t0));
-    CHECK(cudaEventDestroy(t1));
-    return ms;
+    return timer.stop_ms();
 }
 
 template <typename T>
@@ -131,18 +144,10 @@ static bool same(const unsigned *p, size_t n, unsigned seed)
 static double timed_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int reps)
 {
     CHECK(cudaMemcpy(dst, src, bytes, kind));   // warm-up (page faults, mappings)
-    cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
-    CHECK(cudaEventRecord(t0));
+    Timer timer;
     for (int r = 0; r < reps; ++r)
         CHECK(cudaMemcpy(dst, src, bytes, kind));
-    CHECK(cudaEventRecord(t1));
-    CHECK(cudaEventSynchronize(t1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, t0, t1));
-    CHECK(cudaEventDestroy(t0));
-    CHECK(cudaEventDestroy(t1));
+    float ms = timer.stop_ms();
     return ms > 0 ? reps * static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
 }
 
@@ -214,25 +219,17 @@ static void check_p2p(int src, int dst, size_t bytes)
     CHECK(cudaMalloc(&b, bytes));
     CHECK(cudaMemset(b, 0, bytes));
     CHECK(cudaMemcpyPeer(b, dst, a, src, bytes));   // warm-up
-    cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
     const int reps = 10;
-    CHECK(cudaEventRecord(t0));
+    Timer timer;
     for (int r = 0; r < reps; ++r)
         CHECK(cudaMemcpyPeerAsync(b, dst, a, src, bytes));
-    CHECK(cudaEventRecord(t1));
-    CHECK(cudaEventSynchronize(t1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    float ms = timer.stop_ms();
     std::fill(host.begin(), host.end(), 0u);
     CHECK(cudaMemcpy(host.data(), b, bytes, cudaMemcpyDeviceToHost));
     bool ok = same(host.data(), n, src * 131u + dst);
     double gbs = ms > 0 ? reps * static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
     std::printf("p2p %d %d access %s %s GB/s %.2f\n", src, dst, access ? "yes" : "no", ok ? "ok" : "FAIL", gbs);
     g_ok &= ok;
-    CHECK(cudaEventDestroy(t0));
-    CHECK(cudaEventDestroy(t1));
     CHECK(cudaFree(b));
     CHECK(cudaSetDevice(src));
     CHECK(cudaFree(a));
