@@ -14,7 +14,7 @@ import pytest
 
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import read_bench_provenance
-from stackproof.reframe.session import merge_reports
+from stackproof.reframe.reports import merge_reports
 from stackproof.report.stats import design
 
 

@@ -9,15 +9,15 @@ import pytest
 
 from stackproof.errors import InputError
 from stackproof.paths import REPO
-from stackproof.reframe import session
+from stackproof.reframe import reports, session
 
 SUITE = REPO / "reframe-tests"
 
 
 def test_report_option_is_taken_out_of_the_reframe_args():
-    assert session.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
-    assert session.report_option(["--report-file=r.json"]) == ("r.json", [])
-    assert session.report_option(["-n", "X"]) == (None, ["-n", "X"])
+    assert reports.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
+    assert reports.report_option(["--report-file=r.json"]) == ("r.json", [])
+    assert reports.report_option(["-n", "X"]) == (None, ["-n", "X"])
 
 
 def test_merged_report_keeps_each_case_where_it_ran():
@@ -29,7 +29,7 @@ def test_merged_report_keeps_each_case_where_it_ran():
                    {"name": "b", "system": "tc", "partition": "cpu", "environ": "e", "result": b},
                    {"name": "c", "system": "tc", "partition": "cpu", "environ": "e", "result": "skip"}]}]}
         docs.append(json.loads(json.dumps(doc)))
-    merged = session.merge_reports(docs)
+    merged = reports.merge_reports(docs)
     results = {tc["name"]: tc["result"] for tc in merged["runs"][0]["testcases"]}
     assert results == {"a": "pass", "b": "fail", "c": "skip"}
     info = merged["session_info"]
@@ -45,7 +45,7 @@ def test_merged_retries_keep_the_final_result_and_repeats_shift():
     first = {"session_info": {"uuid": "u0"}, "runs": [{"testcases": [dict(tc, result="fail")]},
                                                       {"testcases": [dict(tc, result="pass")]}]}
     later = {"session_info": {"uuid": "u1"}, "runs": [{"testcases": [dict(tc, result="pass")]}]}
-    merged = session.merge_reports([first, later], [0, 1], {"design": {}})
+    merged = reports.merge_reports([first, later], [0, 1], {"design": {}})
     assert [[t["name"] for t in r["testcases"]] for r in merged["runs"]] == \
         [["N %repeat_index=0", "N %repeat_index=1"], ["N %repeat_index=0"]]
     assert merged["runs"][0]["testcases"][1]["unique_name"] == "N_0_r1"

@@ -43,6 +43,7 @@ from stackproof.nodes.nodetype import from_host
 from stackproof.paths import REPO
 from stackproof.nodes.profiles import plan, profile_names, read_profile_env
 from stackproof.reframe import session
+from stackproof.reframe.reports import merge_reports
 from stackproof.report.stats import design
 from stackproof.stacks import StackError, load_stack, stack_names
 from stackproof.acceptance import suite
@@ -369,7 +370,7 @@ def _merge(out: Path, args, nt, state: dict) -> str:
               "timing": suite.timing([state["merged"]], state["compare_s"], state["looks"],
                                      {**state["costs"], "target_s": args.target_s}),
               "provenance": {s: stack_provenance(s, nt.name, "baseline") for s in args.stack}}
-    doc = session.merge_reports(docs, record=record)
+    doc = merge_reports(docs, record=record)
     (out / "reframe-report.json").write_text(json.dumps(doc, indent=1, default=str))
     n = sum(len(r["testcases"]) for r in doc["runs"])
     t = record["timing"]

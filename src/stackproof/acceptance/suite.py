@@ -4,7 +4,7 @@ until each metric's verdict is known) and the node checks once per core-speciali
 run_reframe() runs one ReFrame session on the test cluster as it is now (i.e. under the profile it
 was brought up with) through stackproof.reframe.session, in-process: no readiness check of its own
 (the driver made the run's one). Each look is one session per pair order (A B pairs, then B A
-pairs); session.merge_reports makes one report of them, and the driver one reframe-report.json of
+pairs); reframe.reports.merge_reports makes one report of them, and the driver one reframe-report.json of
 everything with a `stackproof` record (design, timing, provenance) that `stackproof report` reads.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from stackproof.errors import StackproofError
 from stackproof.reframe import session
-from stackproof.reframe.session import Target, load_report, merge_reports, testcases
+from stackproof.reframe.reports import load_report, merge_reports, testcases
+from stackproof.reframe.session import Target
 from stackproof.report.rows import cases_from_report, perf_rows, resolve_labels, strip_repeat
 from stackproof.report.sections import Context
 from stackproof.report.stats import Design

@@ -7,6 +7,8 @@
   (readiness, the stack's launcher, the one stack of the node checks), profile.py (the partition's
   core-specialization profile), identity.py (the identity probe's lines and their check),
   layout.py (nodes for a task count, process grids);
+- reports.py: a session's JSON report, and merge_reports, the one rule that makes one report of
+  several sessions;
 - session.py: the one way to run ReFrame (the target system and stacks, the readiness check once per
   run, the test cluster per profile, the `reframe` command line, one session in its own process
   group, the one rule that merges the sessions' reports, the run outcome). `make reframe-run`

@@ -8,7 +8,7 @@ through these functions, in this order:
   cluster_up(profile, daemon)  the test cluster in a core-specialization profile (and noise daemon)
   command(target, ...)         the `reframe` command line of one session
   run_session(cmd, ...)        one ReFrame session, in its own process group, its output line by line
-  merge_reports(docs, ...)     the one rule that makes one ReFrame report of several sessions
+  merge_reports(docs, ...)     the one rule that makes one ReFrame report of several sessions (reports.py)
   outcome(target, ...)         a run that measured nothing fails (stackproof.report.outcome)
 
 run_profiles() strings them together for a run over several profiles. ReFrame runs in a subprocess
@@ -23,13 +23,22 @@ import signal
 import subprocess
 import sys
 import time
+import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from stackproof.errors import StackproofError
+from reframe.utility import import_module_from_file
+
+from stackproof.cluster import Cluster, settings_with
+from stackproof.errors import InputError, StackproofError
+from stackproof.nodes.nodetype import from_host
+from stackproof.nodes.profiles import plan, profile_names
 from stackproof.paths import REPO
+from stackproof.reframe.reports import load_report, merge_reports, report_option, testcases
+from stackproof.report.outcome import problems, skip_reasons
+from stackproof.stacks.preflight import ensure_ready
 
 CONFIG = REPO / "reframe-tests" / "config" / "site.py"
 
@@ -92,12 +101,10 @@ def _requested_system(system: str):
 def load_config(system: str) -> tuple[dict, dict]:
     """(ReFrame's site configuration as ReFrame reads it, {system: why it is left out}) for a run on
     `system`. Its own errors (lock probe, node types) are a StackproofError naming the file."""
-    sys.path.insert(0, str(CONFIG.parent))      # systems/*.py import partitions.py, as ReFrame loads them
     try:
         with _requested_system(system.split(":")[0]):
-            from reframe.utility import import_module_from_file
             config = import_module_from_file(str(CONFIG)).site_configuration
-        import partitions
+        import partitions           # config/partitions.py: site.py put its directory on the path
     except Exception as exc:     # the configuration's own errors (lock probe, node types) are user errors
         raise StackproofError(f"cannot load {CONFIG}: {exc}") from None
     return config, dict(partitions.UNAVAILABLE)
@@ -131,15 +138,11 @@ def preflight(tgt: Target) -> list[str]:
     """`stackproof stack check NAME --kind local|slurm` for every stack (stack file, launcher, binaries,
     MPI linkage, vendor environment): its notes, or StackError naming each problem and the fix. Once
     per run: the sessions after it do not check again."""
-    from stackproof.stacks.preflight import ensure_ready
     return ensure_ready(tgt.stacks, tgt.kind)
 
 
 def profiles_to_run(requested: list[str]) -> list[str]:
     """The profiles of --profile, each once (`all`: every catalog profile the local node type can run)."""
-    from stackproof.errors import InputError
-    from stackproof.nodes.nodetype import from_host
-    from stackproof.nodes.profiles import plan, profile_names
     known = profile_names()
     if "all" in requested:
         nt = from_host("local")
@@ -161,9 +164,6 @@ def cluster_up(profile: str, noise_daemon: str = "", *, base=None, cluster=None)
     """The test cluster up in `profile` with `noise_daemon` ('' none); every other setting from `base`
     (a cluster.state.Settings), or, without one, the running cluster's (as `stackproof cluster up
     --profile P --noise-daemon D` keeps them). Returns its State."""
-    from dataclasses import replace
-
-    from stackproof.cluster import Cluster, settings_with
     cluster = cluster or Cluster()
     if base is None:
         st = cluster.load_state()
@@ -257,96 +257,6 @@ def stop_sessions(grace: float = 20.0) -> None:
         _running.remove(p)
 
 
-# ---- reports -----------------------------------------------------------------------------------------
-
-def load_report(path) -> dict:
-    """A ReFrame JSON report; StackproofError naming the file when it cannot be used."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise StackproofError(f"ReFrame report {path}: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
-        raise StackproofError(f"{path}: not a ReFrame run report")
-    return doc
-
-
-def testcases(doc: dict) -> list[dict]:
-    """Every test case of every run (retry round) of a report."""
-    return [tc for run in doc.get("runs") or [] for tc in run.get("testcases") or []]
-
-
-def _shift_repeat(tc: dict, offset: int) -> dict:
-    """The test case as repeat `repeat_index + offset` (a later look's repeats follow the earlier ones)."""
-    import re
-    tc = dict(tc)
-    if offset and isinstance(tc.get("repeat_index"), int):
-        idx = tc["repeat_index"] + offset
-        for k in ("name", "display_name", "unique_name"):
-            if isinstance(tc.get(k), str):
-                tc[k] = re.sub(r"%repeat_index=\d+", f"%repeat_index={idx}", tc[k])
-                if k == "unique_name":
-                    tc[k] += f"_r{idx}"
-        tc["repeat_index"] = idx
-    return tc
-
-
-def merge_reports(docs: list[dict], offsets: list[int] | None = None, record: dict | None = None) -> dict:
-    """One ReFrame report from several sessions, as if one session had run every test case where it
-    could. The one rule: run i of every session is the same retry round; a test case (name, system,
-    partition, environment) seen again replaces the earlier one unless it was skipped there (a case
-    skipped in one session, e.g. for another profile, and run in another keeps the run). `offsets`
-    shift each session's repeat indices (a look's repeats follow the earlier looks'; names stay
-    unique). Session info: the first session's, with the merged cases' counts, the sessions' UUIDs
-    (`stackproof_sessions`) and the last one's end; `record` (the acceptance driver's design,
-    timing, provenance) under `stackproof`."""
-    offsets = offsets or [0] * len(docs)
-    rounds: dict[int, tuple[dict, dict]] = {}
-    uuids = []
-    for doc, off in zip(docs, offsets):
-        info = doc.get("session_info") or {}
-        uuids += info.get("stackproof_sessions") or [info.get("uuid")]
-        for i, run in enumerate(doc.get("runs") or []):
-            cases = rounds.setdefault(i, ({}, dict(run)))[0]
-            for tc in run.get("testcases") or []:
-                tc = _shift_repeat(tc, off)
-                key = (tc.get("name"), tc.get("system"), tc.get("partition"), tc.get("environ"))
-                if key not in cases or tc.get("result") != "skip":
-                    cases[key] = tc
-    runs = [dict(run, testcases=list(cases.values()), num_cases=len(cases))
-            for _, (cases, run) in sorted(rounds.items())]
-    final = {}                           # the last round a case is in has its result
-    for run in runs:
-        for tc in run["testcases"]:
-            final[(tc.get("name"), tc.get("system"), tc.get("partition"), tc.get("environ"))] = tc
-    info = dict((docs[0].get("session_info") or {}) if docs else {})
-    info.update(num_cases=len(final), stackproof_sessions=uuids,
-                **{f"num_{k}": sum(tc.get("result") == r for tc in final.values())
-                   for k, r in (("failures", "fail"), ("aborted", "abort"), ("skipped", "skip"))})
-    if docs and (docs[-1].get("session_info") or {}).get("time_end"):
-        info["time_end"] = docs[-1]["session_info"]["time_end"]
-    out = {**(docs[0] if docs else {}), "session_info": info, "runs": runs}
-    if record is not None:
-        out["stackproof"] = record
-    else:
-        out.pop("stackproof", None)
-    return out
-
-
-def report_option(extra) -> tuple[str | None, list[str]]:
-    """(the --report-file of REFRAME ARGS or None, REFRAME ARGS without it)."""
-    out, report, skip = [], None, False
-    for i, a in enumerate(extra):
-        if skip:
-            skip = False
-        elif a.startswith("--report-file="):
-            report = a.split("=", 1)[1]
-        elif a == "--report-file" and i + 1 < len(extra):
-            report, skip = extra[i + 1], True
-        else:
-            out.append(a)
-    return report, out
-
-
 # ---- the run outcome ---------------------------------------------------------------------------------
 
 def narrowed(extra, tag: str | None) -> bool:
@@ -358,7 +268,6 @@ def narrowed(extra, tag: str | None) -> bool:
 def outcome(tgt: Target, cases: list[dict] | None, lines: list[str], extra=(), tag: str | None = None) -> list[str]:
     """The problems of a run that measured nothing although ReFrame passed (stackproof.report.outcome):
     no test case selected, or a GPU partition whose GPU checks were all skipped."""
-    from stackproof.report.outcome import problems, skip_reasons
     what = f"system {tgt.system} stack {'+'.join(tgt.stacks)}" + (f" tag {tag}" if tag else "")
     return problems(cases, tgt.gpu_partitions(extra), skip_reasons("".join(lines)), narrowed(extra, tag), what)
 
@@ -370,9 +279,7 @@ def run_profiles(tgt: Target, profiles: list[str], daemons: list[str], *, tag: s
     """One cluster configuration and one ReFrame session per profile, then per noise daemon and
     profile one more session running only FWQNoise; the reports merged into REFRAME ARGS'
     --report-file (else a temporary one). Returns (exit status, the run outcome's problems)."""
-    import tempfile
-
-    import partitions           # config/partitions.py (target() put it on the path)
+    import partitions           # config/partitions.py (target() loaded the configuration)
     report, extra = report_option(extra)
     tmpdir = tempfile.mkdtemp(prefix="stackproof-profiles-")
     runs = [(p, "") for p in profiles] + [(p, d) for d in daemons for p in profiles]
@@ -411,7 +318,6 @@ def run_profiles(tgt: Target, profiles: list[str], daemons: list[str], *, tag: s
 def run_once(tgt: Target, *, tag: str | None = None, dry_run: bool = False, extra=()) -> tuple[int, list[str]]:
     """One ReFrame session on the system as it is; (exit status, the run outcome's problems). A report
     that cannot be read is one of the problems."""
-    import tempfile
     report, _ = report_option(extra)
     tmpdir = None
     if report is None:
