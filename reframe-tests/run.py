@@ -85,7 +85,7 @@ def main(argv=None):
         return 1
     except KeyboardInterrupt:
         session.stop_sessions()        # the session runs in its own process group: it is stopped in order
-        print('run.py: interrupted: the ReFrame session was stopped', file=sys.stderr)
+        print('run.py: interrupted', file=sys.stderr)
         return 130
     for problem in problems:
         print(f'run.py: error: {problem}', file=sys.stderr)
