@@ -8,11 +8,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import zipfile
 
 import pytest
 
+from conftest import stackproof_cli
 from stackproof.stacks import install, piplock
 from stackproof.stacks.model import StackError, load_stack, parse_stack, stack_names
 
@@ -112,23 +112,21 @@ def test_offline_lock_and_install_from_a_wheel_directory_and_a_replaced_wheel(tm
     assert piplock.read_lock(lock) == {"spkdemo": ("1.0", (sha,))}
     # through the CLI: --wheels DIR, no index
     env = dict(os.environ, STACKPROOF_STACKS_DIR=str(tmp_path / "stacks"), PIP_NO_CACHE_DIR="1")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "install", "demo", "--wheels", str(wheels)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = stackproof_cli("stack", "install", "demo", "--wheels", str(wheels), env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((tmp_path / "prefix" / install.MANIFEST).read_text())
     assert manifest["installed"] == {"spkdemo": "1.0"}
     # a wheel replaced in the directory (same name, other bytes): refused, nothing installed
     subprocess.run(["rm", "-rf", str(tmp_path / "prefix")], check=True)
     make_wheel(wheels, payload=b"import os  # not the locked wheel\n")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "install", "demo", "--wheels", str(wheels)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = stackproof_cli("stack", "install", "demo", "--wheels", str(wheels), env=env, timeout=300)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(err) == 1 and "DO NOT MATCH THE HASHES" in err[0], proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "prefix").exists()
 
 
 def test_missing_wheel_directory_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "stack", "install", "vendor", "--wheels",
-                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120)
+    proc = stackproof_cli("stack", "install", "vendor", "--wheels",
+                           str(tmp_path / "nowhere"), timeout=120)
     assert proc.returncode == 1 and proc.stderr.strip().endswith("is not a directory (--wheels or $STACKPROOF_WHEELS)")
     assert len(proc.stderr.strip().splitlines()) == 1
