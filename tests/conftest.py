@@ -237,3 +237,12 @@ def reframe_config(tmp_path):
         return LoadedConfig(subprocess.run([sys.executable, "-c", RFM_CONFIG_LOADER, *argv], capture_output=True,
                                            text=True, env=env))
     return load
+
+
+@pytest.fixture
+def stacks_root(tmp_path, monkeypatch):
+    """$STACKPROOF_STACKS_ROOT in tmp_path (stacks, source cache) and no source mirror configured."""
+    from stackproof.stacks.sources import MIRROR_VAR
+    monkeypatch.setenv("STACKPROOF_STACKS_ROOT", str(tmp_path / "root"))
+    monkeypatch.delenv(MIRROR_VAR, raising=False)
+    return tmp_path / "root"

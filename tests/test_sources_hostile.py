@@ -11,7 +11,6 @@ fails with one line, or is harmless, and that nothing the attacker wrote ran or 
   function as a seam, not by timing).
 Offline: repositories and tarballs made here."""
 import hashlib
-import io
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from sourcetest import make_tarball, no_apt
 
 from stackproof.stacks import fetch, sources, unpack
 from stackproof.stacks.recipes import parse_recipe
@@ -50,17 +50,6 @@ def recipe(commit, tree_sha256=None, sha256=None):
             "source": {"top": "demo-1.0", "git": git_, **({"file": "demo-1.0.tar.gz", "sha256": sha256} if sha256 else {})},
             "build": [{"run": ["make"]}], "install": {"bin/demo": "demo"}}
     return parse_recipe("demo", body, "test")
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("STACKPROOF_STACKS_ROOT", str(tmp_path / "root"))
-    monkeypatch.delenv(sources.MIRROR_VAR, raising=False)
-    return tmp_path / "root"
-
-
-def no_apt(*args, **kwargs):
-    raise AssertionError("apt-get must not run")
 
 
 def _commits(work: Path) -> tuple[str, str]:
@@ -137,7 +126,7 @@ def _tar_files(archive: Path) -> dict[str, bytes]:
 # ---- git mirrors -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bare, owner", [(True, None), (False, None), (True, "nobody"), (False, "nobody")])
-def test_hostile_mirror_repository_runs_nothing_and_replace_refs_do_not_apply(root, tmp_path, bare, owner):
+def test_hostile_mirror_repository_runs_nothing_and_replace_refs_do_not_apply(stacks_root, tmp_path, bare, owner):
     if owner and os.geteuid() != 0:
         pytest.skip("needs root to give the mirror to another user")
     mirror, pinned, marks = _hostile_mirror(tmp_path, bare=bare, owner=owner)
@@ -153,18 +142,18 @@ def test_hostile_mirror_repository_runs_nothing_and_replace_refs_do_not_apply(ro
     assert list(marks.iterdir()) == []
 
 
-def test_wrong_tree_digest_is_one_line_and_nothing_cached(root, tmp_path):
+def test_wrong_tree_digest_is_one_line_and_nothing_cached(stacks_root, tmp_path):
     mirror, pinned, marks = _hostile_mirror(tmp_path)
     with pytest.raises(fetch.ChecksumError) as exc:
         sources.obtain(recipe(pinned, "7" * 64), mirror=mirror, log=lambda m: None, runner=no_apt)
     msg = str(exc.value)
     assert "\n" not in msg and f"not the pinned source.git.tree_sha256 {'7' * 64}" in msg
     assert expected_digest(PINNED) in msg            # the digest it did export, for a recipe author
-    assert not list((root / "sources" / "demo").iterdir())
+    assert not list((stacks_root / "sources" / "demo").iterdir())
     assert list(marks.iterdir()) == []
 
 
-def test_mirror_without_the_commit_is_one_line(root, tmp_path):
+def test_mirror_without_the_commit_is_one_line(stacks_root, tmp_path):
     mirror, _pinned, _marks = _hostile_mirror(tmp_path)
     with pytest.raises(sources.SourceUnavailable) as exc:
         sources.obtain(recipe("e" * 40, "7" * 64), mirror=mirror, log=lambda m: None, runner=no_apt, online=False)
@@ -173,16 +162,8 @@ def test_mirror_without_the_commit_is_one_line(root, tmp_path):
 
 # ---- the cache -------------------------------------------------------------------------------------------
 
-def _tamper_tar(path: Path, files: dict[str, bytes]) -> None:
-    with tarfile.open(path, "w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"demo-1.0/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
 @pytest.mark.parametrize("pinned_digest", [True, False])
-def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(root, tmp_path, pinned_digest):
+def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(stacks_root, tmp_path, pinned_digest):
     mirror, pinned, _marks = _hostile_mirror(tmp_path)
     r = recipe(pinned, expected_digest(PINNED) if pinned_digest else None)
     first = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_apt)
@@ -190,35 +171,26 @@ def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(root, tmp_
     again = sources.obtain(r, mirror=None, log=lines.append, runner=no_apt, online=False)
     assert again.archive == first.archive and again.tree_sha256 == expected_digest(PINNED)   # verified reuse
     assert not lines, "a verified cache entry is reused silently"
-    _tamper_tar(first.archive, OTHER)
+    make_tarball(first.archive, OTHER, mode="w")
     # with the mirror: the entry is removed and exported again from a verified source
     got = sources.obtain(r, mirror=mirror, log=lines.append, runner=no_apt)
     assert any("removed, fetching it again" in line and "tree sha256" in line for line in lines), lines
     assert _tar_files(got.archive) == {f"demo-1.0/{k}": v for k, v in PINNED.items()}
     # without any source: one line, and the tampered tree is never used
-    _tamper_tar(first.archive, OTHER)
+    make_tarball(first.archive, OTHER, mode="w")
     with pytest.raises(sources.SourceUnavailable) as exc:
         sources.obtain(r, mirror=None, log=lambda m: None, runner=no_apt, online=False)
     assert "\n" not in str(exc.value) and not first.archive.exists()
 
 
-def test_git_export_changed_after_the_check_is_refused_as_it_is_unpacked(root, tmp_path):
+def test_git_export_changed_after_the_check_is_refused_as_it_is_unpacked(stacks_root, tmp_path):
     mirror, pinned, _marks = _hostile_mirror(tmp_path)
     got = sources.obtain(recipe(pinned, expected_digest(PINNED)), mirror=mirror, log=lambda m: None, runner=no_apt)
-    _tamper_tar(got.archive, OTHER)                       # between obtain() and the unpack
+    make_tarball(got.archive, OTHER, mode="w")                       # between obtain() and the unpack
     dest = tmp_path / "build" / "src"
     with pytest.raises(fetch.ChecksumError, match="tree sha256 .* does not match the pinned"):
         fetch.safe_extract(got.archive, dest, tree_sha256=got.tree_sha256)
     assert not dest.exists() and list(dest.parent.iterdir()) == []
-
-
-def _tarball(path: Path, files: dict[str, bytes]) -> str:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"demo-1.0/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def tar_recipe(sha):
@@ -229,14 +201,14 @@ def tar_recipe(sha):
 
 
 @pytest.mark.parametrize("tamper", ["bytes", "symlink"])
-def test_tampered_tarball_in_the_cache_is_fetched_again(root, tmp_path, tamper):
+def test_tampered_tarball_in_the_cache_is_fetched_again(stacks_root, tmp_path, tamper):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    sha = _tarball(mirror / "demo-1.0.tar.gz", PINNED)
+    sha = make_tarball(mirror / "demo-1.0.tar.gz", PINNED)
     r = tar_recipe(sha)
     first = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_apt)
     evil = tmp_path / "evil.tar.gz"
-    _tarball(evil, OTHER)
+    make_tarball(evil, OTHER)
     first.archive.unlink()
     if tamper == "bytes":
         shutil.copyfile(evil, first.archive)
@@ -257,12 +229,12 @@ def test_tampered_tarball_in_the_cache_is_fetched_again(root, tmp_path, tamper):
 # ---- a mirror tarball swapped after it was chosen ------------------------------------------------------
 
 @pytest.mark.parametrize("when", ["before-the-copy", "after-the-copy"])
-def test_symlink_swapped_around_the_copy(root, tmp_path, monkeypatch, when):
+def test_symlink_swapped_around_the_copy(stacks_root, tmp_path, monkeypatch, when):
     """The old code hashed the mirror file, then copied it: a symlink re-pointed in between put
     other bytes in the cache under the pinned sha256. Now the copy is what is hashed."""
     good, evil = tmp_path / "good.tar.gz", tmp_path / "evil.tar.gz"
-    sha = _tarball(good, PINNED)
-    _tarball(evil, OTHER)
+    sha = make_tarball(good, PINNED)
+    make_tarball(evil, OTHER)
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     entry = mirror / "demo-1.0.tar.gz"
@@ -280,7 +252,7 @@ def test_symlink_swapped_around_the_copy(root, tmp_path, monkeypatch, when):
         if when == "after-the-copy":
             swap()
     monkeypatch.setattr(sources, "_copy_file", copy_with_swap)
-    cached = root / "sources" / "demo" / "demo-1.0.tar.gz"
+    cached = stacks_root / "sources" / "demo" / "demo-1.0.tar.gz"
     if when == "before-the-copy":
         with pytest.raises(fetch.ChecksumError) as exc:
             sources.obtain(tar_recipe(sha), mirror=mirror, log=lambda m: None, runner=no_apt)

@@ -4,7 +4,6 @@ one-line error and nothing installed), the source mirror layouts (tarball by nam
 Spack's source cache, bare and non-bare git repositories), the cache (never fetched twice) and the
 message that says what to set when no source is reachable."""
 import hashlib
-import io
 import subprocess
 import tarfile
 import threading
@@ -13,22 +12,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from sourcetest import make_tarball, no_apt
 
 from stackproof.stacks import fetch, recipes, sources, unpack
 from stackproof.stacks.recipes import GitSource, RecipeError, load_recipes, parse_recipe
-
-
-def make_tarball(path: Path, members: dict[str, bytes], top="demo-1.0", links=()) -> str:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name if name.startswith(("/", "..")) else f"{top}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in links:
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 class Server:
@@ -86,17 +73,6 @@ def with_url(r, url):
     return replace(r, source=replace(r.source, url=url))
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("STACKPROOF_STACKS_ROOT", str(tmp_path / "root"))
-    monkeypatch.delenv(sources.MIRROR_VAR, raising=False)
-    return tmp_path / "root"
-
-
-def no_debian(*args, **kwargs):
-    raise AssertionError("apt-get must not run")
-
-
 # ---- recipes.yaml -------------------------------------------------------------------------------------
 
 def test_shipped_recipes_load_and_pin_every_source():
@@ -130,17 +106,17 @@ def test_bad_recipes_are_one_line_errors(change, message):
 
 # ---- downloads from a loopback server ------------------------------------------------------------------
 
-def test_download_good_sha_is_cached_and_never_fetched_twice(server, root, tmp_path):
+def test_download_good_sha_is_cached_and_never_fetched_twice(server, stacks_root, tmp_path):
     tgz = tmp_path / "demo-1.0.tar.gz"
     sha = make_tarball(tgz, {"Makefile": b"all:\n"})
     server.files["/demo-1.0.tar.gz"] = (tgz.read_bytes(), None)
     r = with_url(recipe(sha), server.url("/demo-1.0.tar.gz"))
     lines = []
-    got = sources.obtain(r, log=lines.append, runner=no_debian)
+    got = sources.obtain(r, log=lines.append, runner=no_apt)
     assert got.digest == sha and got.origin.startswith("upstream http://127.0.0.1")
-    assert got.archive == root / "sources" / "demo" / "demo-1.0.tar.gz"
+    assert got.archive == stacks_root / "sources" / "demo" / "demo-1.0.tar.gz"
     assert any("done" in line for line in lines)         # progress was shown
-    again = sources.obtain(r, log=lines.append, runner=no_debian)
+    again = sources.obtain(r, log=lines.append, runner=no_apt)
     assert again.archive == got.archive and again.origin == got.origin
     assert server.hits == ["/demo-1.0.tar.gz"]           # fetched once
 
@@ -165,10 +141,10 @@ def test_bad_downloads_leave_nothing(server, tmp_path, case):
     assert not dest.exists() and not dest.with_name("f.tgz.part").exists()
 
 
-def test_unreachable_upstream_skips_saying_what_to_set(root):
+def test_unreachable_upstream_skips_saying_what_to_set(stacks_root):
     r = with_url(recipe("1" * 64), "http://127.0.0.1:9/demo-1.0.tar.gz")       # discard port: refused
     with pytest.raises(sources.SourceUnavailable) as exc:
-        sources.obtain(r, log=lambda m: None, runner=no_debian)
+        sources.obtain(r, log=lambda m: None, runner=no_apt)
     msg = str(exc.value)
     assert "STACKPROOF_SOURCE_MIRROR is not set" in msg and "unreachable" in msg
     assert "set STACKPROOF_SOURCE_MIRROR=DIR" in msg and "demo/demo-1.0.tar.gz" in msg and "\n" not in msg
@@ -213,7 +189,7 @@ def test_safe_extract_replaces_an_older_tree(tmp_path):
 # ---- mirror layouts -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["by-name", "spack", "spack-source-cache"])
-def test_tarball_mirror_layouts(root, tmp_path, monkeypatch, layout):
+def test_tarball_mirror_layouts(stacks_root, tmp_path, monkeypatch, layout):
     tgz = tmp_path / "made.tar.gz"
     sha = make_tarball(tgz, {"Makefile": b"all:\n"})
     mirror = tmp_path / "mirror"
@@ -222,18 +198,18 @@ def test_tarball_mirror_layouts(root, tmp_path, monkeypatch, layout):
     where.parent.mkdir(parents=True)
     where.write_bytes(tgz.read_bytes())
     monkeypatch.setenv(sources.MIRROR_VAR, str(mirror))
-    got = sources.obtain(with_url(recipe(sha), "http://127.0.0.1:9/never"), log=lambda m: None, runner=no_debian)
+    got = sources.obtain(with_url(recipe(sha), "http://127.0.0.1:9/never"), log=lambda m: None, runner=no_apt)
     assert got.origin == f"mirror {where}" and got.digest == sha
     assert got.archive.read_bytes() == tgz.read_bytes()
 
 
-def test_mirror_with_wrong_bytes_is_an_error_not_a_fallback(root, tmp_path):
+def test_mirror_with_wrong_bytes_is_an_error_not_a_fallback(stacks_root, tmp_path):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     make_tarball(mirror / "demo-1.0.tar.gz", {"x": b"other"})
     with pytest.raises(fetch.ChecksumError, match="does not match the pinned"):
-        sources.obtain(recipe("2" * 64), mirror=mirror, log=lambda m: None, runner=no_debian)
-    assert not (root / "sources" / "demo" / "demo-1.0.tar.gz").exists()
+        sources.obtain(recipe("2" * 64), mirror=mirror, log=lambda m: None, runner=no_apt)
+    assert not (stacks_root / "sources" / "demo" / "demo-1.0.tar.gz").exists()
 
 
 def git(*args, cwd):
@@ -242,7 +218,7 @@ def git(*args, cwd):
 
 
 @pytest.mark.parametrize("bare", [True, False])
-def test_git_mirror_exports_the_pinned_commit(root, tmp_path, bare):
+def test_git_mirror_exports_the_pinned_commit(stacks_root, tmp_path, bare):
     work = tmp_path / "work"
     work.mkdir()
     git("init", "-q", cwd=work)
@@ -260,17 +236,17 @@ def test_git_mirror_exports_the_pinned_commit(root, tmp_path, bare):
     else:
         subprocess.run(["git", "clone", "-q", str(work), str(mirror / "demo")], check=True)
     r = recipe(git={"url": "https://example.org/demo.git", "tag": "v1", "commit": commit})
-    got = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_debian)
+    got = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_apt)
     assert got.commit == commit and got.origin.endswith(f"@{commit}")
     assert got.digest == got.tree_sha256 == unpack.archive_tree_digest(got.archive)
     with tarfile.open(got.archive) as tar:
         assert sorted(tar.getnames()) == ["demo-1.0", "demo-1.0/Makefile"]
     r2 = replace(r, source=replace(r.source, git=GitSource("https://example.org/demo.git", "v9", "f" * 40)))
     with pytest.raises(sources.SourceUnavailable, match="has no commit ffff"):
-        sources.obtain(r2, mirror=mirror, log=lambda m: None, runner=no_debian, online=False)
+        sources.obtain(r2, mirror=mirror, log=lambda m: None, runner=no_apt, online=False)
 
 
-def test_debian_source_is_checked_against_the_dsc(root, tmp_path):
+def test_debian_source_is_checked_against_the_dsc(stacks_root, tmp_path):
     """apt-get source (faked) delivers a .dsc and the orig tarball; the orig is adopted only when the
     .dsc's Checksums-Sha256 and the recipe agree."""
     orig = tmp_path / "demo_1.0.orig.tar.gz"
@@ -287,7 +263,7 @@ def test_debian_source_is_checked_against_the_dsc(root, tmp_path):
     got = sources.obtain(recipe(sha, debian=deb), log=lambda m: None, runner=runner, online=False)
     assert got.origin == "debian demo=1.0-1 (demo_1.0.orig.tar.gz)" and got.digest == sha
     bad = dict(deb, dsc_sha256="3" * 64)
-    (root / "sources").rename(tmp_path / "old-cache")
+    (stacks_root / "sources").rename(tmp_path / "old-cache")
     with pytest.raises(sources.SourceUnavailable, match="does not match the pinned sha256"):
         sources.obtain(recipe(sha, debian=bad), log=lambda m: None, runner=runner, online=False)
 
