@@ -17,7 +17,8 @@ SRC = REPO / "src" / "stackproof"
 # Lowest first. A module may import its own layer and the layers below it. Names are module paths under
 # stackproof; a package name covers its submodules. Today's names and the ones the move gives them.
 LAYERS = [
-    ("basics", ["__init__", "errors", "paths", "yamlfile", "cpulist", "hostlist", "validate", "files", "benchparse"]),
+    ("basics", ["__init__", "errors", "paths", "yamlfile", "cpulist", "hostlist", "validate", "files", "benchparse",
+                "comparison"]),
     ("gpus", ["gpus"]),
     ("nodes", ["nodes"]),
     ("noise", ["noise"]),

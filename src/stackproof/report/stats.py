@@ -17,14 +17,15 @@ docs/performance.md; the call made from an interval is in verdict.py.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-LEVEL = 0.95          # wanted coverage
-MIN_LEVEL = 0.90      # below this no interval is reported (too few repeats)
+from stackproof.comparison import (LEVEL, MIN_LEVEL, interval_rank, paired_ratio_interval, ratio_interval,
+                                   signed_rank_rank)
+
+__all__ = ["LEVEL", "MIN_LEVEL", "Summary", "summarize", "interval_rank", "signed_rank_rank", "ratio_interval",
+           "paired_ratio_interval", "Design", "design", "design_from"]
 
 
 @dataclass(frozen=True)
@@ -41,108 +42,6 @@ def summarize(values) -> Summary:
     a = np.asarray(values, dtype=float)
     return Summary(len(a), float(np.median(a)), float(a.min()), float(a.max()),
                    float(np.percentile(a, 25)), float(np.percentile(a, 75)))
-
-
-@lru_cache(maxsize=256)
-def _u_cdf(m: int, n: int) -> tuple[float, ...]:
-    """Exact null CDF of the Mann-Whitney U statistic for samples of m and n (no ties)."""
-    # counts[i][j][u]: arrangements of i x's and j y's with U = u; rolling over i.
-    prev = [np.zeros(1, dtype=float) + 1.0 for _ in range(n + 1)]          # i = 0: one arrangement, U = 0
-    for i in range(1, m + 1):
-        cur = [np.zeros(1, dtype=float) + 1.0]                              # j = 0
-        for j in range(1, n + 1):
-            a = np.zeros(i * j + 1)
-            left = prev[j]                                                  # last element an x: U += j
-            a[j:j + len(left)] += left
-            below = cur[j - 1]                                              # last element a y
-            a[:len(below)] += below
-            cur.append(a)
-        prev = cur
-    counts = prev[n]
-    return tuple(np.cumsum(counts) / counts.sum())
-
-
-def _u_cdf_at(m: int, n: int, u: int) -> float:
-    if u < 0:
-        return 0.0
-    if m * n <= 4000:
-        cdf = _u_cdf(m, n)
-        return cdf[min(u, len(cdf) - 1)]
-    mu, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)                 # normal approximation
-    return 0.5 * (1 + math.erf((u + 0.5 - mu) / (sd * math.sqrt(2))))
-
-
-def interval_rank(m: int, n: int, level: float = LEVEL) -> tuple[int, float]:
-    """(k, coverage) of the interval [D(k), D(mn+1-k)]: the largest k reaching `level`, else k = 1."""
-    return _widest_rank(lambda u: _u_cdf_at(m, n, u), (m * n) // 2, level)
-
-
-def _widest_rank(null_cdf, k_max: int, level: float) -> tuple[int, float]:
-    """The largest k <= k_max whose interval [X(k), X(N+1-k)] covers 1 - 2 P(S <= k-1) >= level under
-    the statistic's null CDF, else k = 1 with its (lower) coverage: shared by both exact intervals."""
-    best, k = (1, float(1 - 2 * null_cdf(0))), 1
-    while k <= k_max:
-        cov = 1 - 2 * null_cdf(k - 1)
-        if cov < level:
-            break
-        best = (k, float(cov))
-        k += 1
-    return best
-
-
-def ratio_interval(baseline, other, level: float = LEVEL):
-    """(ratio, lo, hi, coverage) of other/baseline: Hodges-Lehmann estimate on log values and the exact
-    Mann-Whitney interval [D(k), D(mn+1-k)] reaching `level` (coverage below `level` when too few
-    values; lo/hi None when even [D(1), D(mn)] is below MIN_LEVEL). None when a value is <= 0."""
-    b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
-    if len(b) == 0 or len(o) == 0 or (b <= 0).any() or (o <= 0).any() or not np.isfinite(np.r_[b, o]).all():
-        return None
-    k, cov = interval_rank(len(o), len(b), level)
-    d = np.sort((np.log(o)[:, None] - np.log(b)[None, :]).ravel())
-    ratio = float(np.exp(np.median(d)))
-    if cov < min(level, MIN_LEVEL):
-        return ratio, None, None, cov
-    return ratio, float(np.exp(d[k - 1])), float(np.exp(d[len(d) - k])), cov
-
-
-@lru_cache(maxsize=256)
-def _t_cdf(n: int) -> tuple[float, ...]:
-    """Exact null CDF of the Wilcoxon signed-rank statistic T+ for n pairs (no ties, no zeros): each
-    rank 1..n is positive with probability 1/2, independently."""
-    counts = np.zeros(n * (n + 1) // 2 + 1)
-    counts[0] = 1.0
-    for r in range(1, n + 1):
-        counts[r:] = counts[r:] + counts[:-r].copy()
-    return tuple(np.cumsum(counts) / counts.sum())
-
-
-def signed_rank_rank(n: int, level: float = LEVEL) -> tuple[int, float]:
-    """(k, coverage) of the interval [W(k), W(N+1-k)] over the N = n(n+1)/2 Walsh averages: the largest
-    k reaching `level`, else k = 1 with its (lower) coverage. 6 pairs reach 96.9 % at best, 7 98.4 %."""
-    if n < 1:
-        return 1, 0.0
-    cdf = _t_cdf(n)
-    return _widest_rank(cdf.__getitem__, len(cdf) // 2, level)
-
-
-def paired_ratio_interval(baseline, other, level: float = LEVEL):
-    """(ratio, lo, hi, coverage) of other/baseline from pairs (baseline[i], other[i]) launched one after
-    the other: the Hodges-Lehmann estimate of the per-pair log ratios d_i (median of the Walsh averages
-    (d_i + d_j) / 2, i <= j) and the exact Wilcoxon signed-rank interval [W(k), W(N+1-k)]. A slow
-    spell of the host that covers both launches of a pair cancels in d_i. Valid when d_i is symmetric
-    about the true log ratio: an A/A comparison whose pairs alternate their order (A B, B A, ...) has
-    it by construction, an order effect included. Same conventions as ratio_interval."""
-    b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
-    if len(b) == 0 or len(b) != len(o) or (b <= 0).any() or (o <= 0).any() or not np.isfinite(np.r_[b, o]).all():
-        return None
-    d = np.log(o) - np.log(b)
-    i, j = np.triu_indices(len(d))
-    w = np.sort((d[i] + d[j]) / 2)
-    k, cov = signed_rank_rank(len(d), level)
-    ratio = float(np.exp(np.median(w)))
-    if cov < min(level, MIN_LEVEL):
-        return ratio, None, None, cov
-    return ratio, float(np.exp(w[k - 1])), float(np.exp(w[len(w) - k])), cov
 
 
 @dataclass(frozen=True)
