@@ -54,8 +54,13 @@ def test_undecided_checks_after_a_look():
     worse = {"commodity": [1.0, 1.01, 1.02, 1.03, 1.04], "vendor": [0.5, 0.51, 0.52, 0.53, 0.54]}
     docs = [_doc("s", same, "AMGBenchmark"), _doc("s", noisy, "SW4Benchmark"), _doc("s", worse, "HPCC")]
     merged = merge_reports(docs)
+    # 5 + 5 launches apart give p = 2/252, above the 1.7 % / 3 that one of 3 metrics needs alone
     open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
-    assert open_ == {"SW4Benchmark"} and (n_dec, n) == (2, 3)
+    assert open_ == {"SW4Benchmark", "HPCC"} and (n_dec, n) == (1, 3)
+    # two of 4 apart: the second smallest p <= 2 x 1.7 % / 4, both called
+    merged = merge_reports(docs + [_doc("s", worse, "Hypre")])
+    open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
+    assert open_ == {"SW4Benchmark"} and (n_dec, n) == (3, 4)
 
 
 def test_pairs_alternate_their_order_over_the_looks():
@@ -211,19 +216,19 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 def test_options_of_the_looks():
     from stackproof.acceptance.driver import parse_args
     a = parse_args([])
-    assert a.design.looks == (5, 8, 10) and a.design.paired and a.stack == ["commodity", "vendor"]
-    # the form before looks (docs): a fixed number of pairs, one look at 95 %; 3 pairs reach it
-    # neither way (90 % as 3 + 3 launches), so they are judged at the level they reach
+    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.stack == ["commodity", "vendor"]
+    assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05)
+    # the form before looks (docs): a fixed number of pairs, one look at the whole 5 %
     a = parse_args(["--repeat", "3"])
-    assert a.design.looks == (3,) and a.design.level == pytest.approx(0.95) and a.design.levels == (None,)
-    a = parse_args(["--repeat", "8"])
-    assert a.design.looks == (8,) and a.design.plan[0][0] and a.design.level >= 0.95
-    a = parse_args(["--unpaired"])
-    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.design.level > 0.98
+    assert a.design.looks == (3,) and a.design.alphas == pytest.approx((0.05,))
+    a = parse_args(["--repeat", "8", "--paired"])
+    assert a.design.looks == (8,) and a.design.plan[0][0]
+    a = parse_args(["--unpaired", "--rule", "holm"])
+    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.design.rule == "holm"
     a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])
     assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every pair
     for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"],
-                ["--min-pairs", "4"]):      # 4 + 4 launches cannot reach 98.3 %
+                ["--min-pairs", "4"], ["--paired", "--unpaired"], ["--rule", "fdr"]):   # 4 + 4 launches: 2/70 > 5/3 %
         with pytest.raises(SystemExit):
             parse_args(bad)
 
@@ -244,16 +249,18 @@ def test_progress_estimate_follows_the_session_pace_under_the_async_policy(capsy
     assert "(2/20)" in last and "elapsed 0m04s, about 0m36s left" in last, last
 
 
-def test_the_verdict_says_how_many_false_calls_identical_stacks_would_get(tmp_path):
-    """Among many metrics each called at <= 4.5 % error, an A/A run still calls about n x 4.5 % of
-    them different: the report says so beside the counts, with the design recorded by the driver."""
+def test_the_verdict_states_the_error_rate_of_the_whole_comparison(tmp_path):
+    """The verdict's method line says what holds for the whole report (any false call of identical
+    stacks at most 5 %), with the design the driver recorded, and links to the full method."""
     vals = {"commodity": [1.0, 1.1, 0.9, 1.05, 0.95], "vendor": [1.02, 1.08, 0.93, 1.0, 0.97]}
     docs = [_doc("s", vals, check) for check in ("AMGBenchmark", "SW4Benchmark", "HPCC", "NetPIPE", "Hypre")]
     merged = merge_reports(docs, record={"design": design().as_dict()})
     p = tmp_path / "m.json"
     p.write_text(json.dumps(merged))
     from stackproof.report import build, load_run
-    build(load_run(str(p)), tmp_path / "r", "t")
+    data = build(load_run(str(p)), tmp_path / "r", "t")
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "at most 4.5 % of the time, so of 5 metrics of two identical stacks about 0.2 would" in md
-    assert "5 pairs (98.4 %, two samples), 8 pairs (98.4 %, pair by pair)" in md
+    assert ("Benjamini-Hochberg over all metrics at each of looks after 5, 8, 10 pairs of launches; identical "
+            "stacks get any better or worse call at most 5 % of the time. [How the calls are made]") in md
+    assert "looks after 5 pairs (alpha 1.67 %), 8 pairs (alpha 1.67 %), 10 pairs (alpha 1.67 %)" in md
+    assert data["design"]["rule"] == "bh" and data["design"]["looks"] == [5, 8, 10]

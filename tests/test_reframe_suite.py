@@ -175,6 +175,12 @@ def test_local_results_contract(local_run):
         assert c["mpi_library"].startswith("Open MPI v4.1"), (c["display_name"], c["mpi_library"])
         assert c["mpi_library_path"].endswith("/libmpi.so.40")
         assert c["repeat_index"] in (0, 1)
+    # each benchmark's headline metric(s), declared beside perf_better, name variables it measured
+    for c in measured:
+        check = _base(c).split()[0]
+        if check in ("NetPIPE", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark", "FWQNoise"):
+            names = {k.split(":")[-1] for k in c["perfvalues"]}
+            assert set(c["perf_headline"]) & names, (c["display_name"], c["perf_headline"], sorted(names))
     repeats = {c["repeat_index"] for c in cases if _base(c) == "NetPIPE" and c["environ"] == "fake-good"}
     assert repeats == {0, 1}
     # stacks interleave: each repetition runs for every stack before the next one

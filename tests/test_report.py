@@ -71,12 +71,13 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
     # here: a plot per benchmark and the table)
     assert "osu_latency" in md and "osu_allreduce" in md
-    assert "vendor / commodity [95.0 % CI]" in md
+    assert "vendor / commodity [interval] level" in md
+    assert "[How the calls are made](#how-the-calls-are-made)" in md and "## How the calls are made" in md
     # the verdict is the report's first section
     assert md.split("\n## ")[1].startswith("Verdict")
     amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
     assert "| 1.3 [no interval] |" in amg_line   # one run per stack: the ratio is shown, no verdict is called
-    assert "no verdict: too few repeats (n=1 and 1)" in amg_line
+    assert "no verdict: too few launches (1 and 1 launches)" in amg_line
     # failures are named with their reason
     assert "a job step got system CPUs 0" in md
     html = (tmp_path / "out" / "report.html").read_text()
@@ -130,52 +131,45 @@ def test_the_verdict_opens_with_one_sentence_of_counts():
     rows = [{"vs": {"vendor": {"verdict": v}}} for v in
             ("better", "worse", "worse", "no difference", "inconclusive", "not measured (vendor: no osu)")]
     assert in_words(rows, ["vendor"], "commodity") == (
-        "vendor against commodity, 6 metrics: 1 better, 2 worse, 1 no difference, 1 inconclusive, 1 not measured.")
+        "vendor against commodity, 6 metrics: 2 worse, 1 better, 1 no difference, 1 inconclusive, 1 not measured.")
+    rows[0]["headline"], rows[1]["headline"] = True, True
+    for r in rows[2:]:
+        r["headline"] = False
+    assert in_words(rows, ["vendor"], "commodity") == (
+        "vendor against commodity: 2 headline metrics: 1 worse, 1 better; 4 secondary: 1 worse, 1 no difference, "
+        "1 inconclusive, 1 not measured.")
 
 
 def test_a_metric_keeps_the_call_of_the_first_look_that_decided_it():
     """Sequential design: a metric decided after 5 pairs is not reopened by launches its check made
     later for another metric (looks 5, 8, 10); an undecided one is judged on every pair up to the last look."""
-    from stackproof.report.rows import Row
-    from stackproof.report.stats import Design
-    from stackproof.report.verdict import sequential_judge
+    from stackproof.comparison import Design, Metric, sequential_calls
     design = Design(looks=(5, 8, 10), alpha=0.05, margin=0.05)
     base = [1.00, 1.01, 0.99, 1.00, 1.02] + [1.0, 3.0, 0.3, 1.0, 2.0]      # pairs 6-10: wild
     other = [1.50, 1.52, 1.49, 1.51, 1.50] + [1.0, 0.3, 3.0, 1.0, 0.5]
-    row = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
-              {"a": list(range(10)), "b": list(range(10))})
-    c, n = sequential_judge(row, "a", "b", design)
-    assert c.verdict == "worse" and n == [5, 5]
-    noisy = Row("C", "C", {}, "s:p", "t", "s", {"a": base[5:] * 2, "b": other[5:] * 2}, {}, "lower",
-                {"a": list(range(10)), "b": list(range(10))})
-    c, n = sequential_judge(noisy, "a", "b", design)
-    assert c.verdict == "inconclusive" and n == [10, 10]
-    unknown = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
-                  {"a": [None] * 10, "b": [None] * 10})
-    assert sequential_judge(unknown, "a", "b", design)[1] == [10, 10]      # no repeat index: all at once
+    idx = list(range(10))
+    c, = sequential_calls([Metric(base, other, idx, idx, "lower")], design)
+    assert c.verdict == "worse" and c.n == (5, 5) and c.look == 1
+    c, = sequential_calls([Metric(base[5:] * 2, other[5:] * 2, idx, idx, "lower")], design)
+    assert c.verdict == "inconclusive" and c.n == (10, 10) and c.look == 3
+    c, = sequential_calls([Metric(base, other, [None] * 10, [None] * 10, "lower")], design)
+    assert c.n == (10, 10)                                                # no repeat index: all launches
 
 
-def test_pairs_are_judged_by_their_repeat_index_at_each_looks_level():
-    """Looks after 7 and 10 pairs: pairs matched by repeat index (launched one after the other), the
-    call at 7 pairs at 98.4 %; a missing launch leaves 6 pairs, which cannot reach that level, so that
-    look decides nothing and the next one (10 pairs, 97.3 %) does."""
-    from stackproof.report.rows import Row
-    from stackproof.report.stats import design
-    from stackproof.report.verdict import sequential_judge
-    d = design(7, 10, 2)
+def test_pairs_are_judged_by_their_repeat_index():
+    """Pairs matched by repeat index (launched one after the other): with slow spells of the host on
+    both launches of a pair, the pairs see a 10 % difference that two samples of the same launches
+    cannot; a missing launch drops its pair (6 pairs at the first look cannot reach its 2.5 %)."""
+    from stackproof.comparison import Design, Metric, sequential_calls
     slow = [1, 1, 3, 3, 3, 1, 1, 1, 2.5, 1]                          # the host's slow spells, both stacks
     base = [5.0 * f for f in slow]
     other = [5.5 * f * (1 + 0.002 * i) for i, f in enumerate(slow)]   # 10 % slower in every pair
-    row = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other}, {}, "lower",
-              {"a": list(range(10)), "b": list(range(10))})
-    c, n = sequential_judge(row, "a", "b", d)
-    assert c.verdict == "worse" and n == [7, 7] and c.level == pytest.approx(1 - 2 / 2 ** 7)
+    idx = list(range(10))
+    d = Design(looks=(7, 10), paired=True)
+    c, = sequential_calls([Metric(base, other, idx, idx, "lower")], d)
+    assert c.verdict == "worse" and c.paired and c.n == (7, 7) and c.p == pytest.approx(2 / 2 ** 7)
     assert 1.09 < c.ratio < 1.12 and 1.0 < c.lo
-    # two samples on the same launches: the slow spells hide the difference
-    c2, _ = sequential_judge(row, "a", "b", design(5, 10, 3, paired=False))
+    c2, = sequential_calls([Metric(base, other, idx, idx, "lower")], Design(looks=(7, 10)))
     assert c2.verdict == "inconclusive"
-    # repeat 3 of stack b missing: look 1 has 6 pairs and cannot call; look 2 (9 pairs) does
-    gap = Row("C", "C", {}, "s:p", "t", "s", {"a": base, "b": other[:3] + other[4:]}, {}, "lower",
-              {"a": list(range(10)), "b": [0, 1, 2, 4, 5, 6, 7, 8, 9]})
-    c, n = sequential_judge(gap, "a", "b", d)
-    assert c.verdict == "worse" and n == [9, 9]
+    gap, = sequential_calls([Metric(base, other[:3] + other[4:], idx, [0, 1, 2, 4, 5, 6, 7, 8, 9], "lower")], d)
+    assert gap.verdict == "worse" and gap.n == (9, 9) and gap.look == 2      # 6 pairs reach 2/64 > 2.5 %

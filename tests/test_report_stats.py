@@ -1,11 +1,12 @@
-"""The report's statistics (stackproof.report.stats) and how runs become labelled rows."""
+"""The report's statistics (stackproof.report.stats, its face over stackproof.comparison) and how runs become
+labelled rows. The sequential design and its simulations: test_comparison.py, test_comparison_sim.py."""
 import json
 
 import numpy as np
 import pytest
 
 from stackproof.report import build, load_run
-from stackproof.report.stats import Design, design, interval_rank, paired_ratio_interval, signed_rank_rank, summarize
+from stackproof.report.stats import interval_rank, paired_ratio_interval, signed_rank_rank, summarize
 from stackproof.report.verdict import decided, judge
 
 
@@ -36,35 +37,6 @@ def test_ratio_interval_and_declared_direction():
     assert judge([0.0, 0.0, 0.0], [0.0, 0.1, 0.0], "lower").verdict == "no verdict"
 
 
-def test_design_looks_and_level():
-    d = design(5, 10, 3, paired=False)
-    assert d.looks == (5, 8, 10) and d.levels[0] >= 1 - 0.05 / 3 and sum(1 - x for x in d.levels) <= 0.05
-    assert design(4, 4, paired=False).looks == (4,)
-    # two samples: the first look reaches the adjusted level with 5 + 5 launches ([D(2), D(24)])
-    assert interval_rank(5, 5, 1 - 0.05 / 3) == (2, pytest.approx(d.levels[0]))
-    with pytest.raises(ValueError):
-        design(6, 5)
-    # the default: looks after 5, 8, 10 pairs; 5 pairs cannot reach 98.3 % pair by pair (93.8 % at
-    # best), so the first look compares two samples (5 + 5, [D(2), D(24)], 98.4 %), the later ones
-    # pairs (8: [W(2), W(35)], 98.4 %; 10: [W(5), W(51)], 98.6 %); each spends only what it uses
-    d = design()
-    assert d.paired and d.looks == (5, 8, 10)
-    assert [p for p, _ in d.plan] == [False, True, True]
-    assert d.levels == (pytest.approx(interval_rank(5, 5, 0.98)[1]), pytest.approx(1 - 4 / 256),
-                        pytest.approx(1 - 14 / 1024))
-    assert sum(1 - x for x in d.levels) <= 0.05
-    assert signed_rank_rank(8, d.levels[1])[0] == 2 and signed_rank_rank(10, d.levels[2])[0] == 5
-    # two looks of 7 and 10 pairs: both pair by pair
-    assert [p for p, _ in design(7, 10, 2).plan] == [True, True]
-    # a first look that cannot reach its share either way is refused with the pairs it needs
-    with pytest.raises(ValueError, match="at least 5 pairs"):
-        design(4, 10, 3)
-    # a single look that cannot reach 95 % (3 pairs) is allowed: judged at the level it reaches
-    assert design(3, 3, 1).levels == (None,)
-    for looks in ((7, 8, 10), (7, 9, 12), (8, 12), (6, 10), (5, 6, 7, 8, 9, 10)):
-        assert sum(1 - x for x in Design(looks, paired=True).levels if x is not None) <= 0.05 + 1e-12
-
-
 @pytest.mark.parametrize("n,k,coverage", [(6, 1, 0.96875), (7, 1, 0.984375), (8, 2, 0.984375),
                                           (10, 9, 0.951171875), (12, 14, 0.95751953125)])
 def test_exact_signed_rank_interval_ranks(n, k, coverage):
@@ -80,96 +52,11 @@ def test_paired_interval_cancels_what_both_launches_of_a_pair_share():
     other = base * np.array([1.01, 1.012, 1.008, 1.01, 1.011, 1.009, 1.01, 1.01])
     ratio, lo, hi, cov = paired_ratio_interval(base, other, 0.98)
     assert ratio == pytest.approx(1.01, abs=0.002) and 1.0 < lo <= hi < 1.02 and cov >= 0.98
-    assert judge(base, other, "lower", design(), design().levels[1], paired=True).verdict == "worse"
     # the same launches as two samples: the slow pairs make the interval wide
-    assert judge(base, other, "lower", design(paired=False)).verdict == "inconclusive"
+    assert judge(base, other, "lower").verdict == "inconclusive"
     # unequal lengths or non-positive values: no ratio
     assert paired_ratio_interval([1.0, 2.0], [1.0], 0.9) is None
     assert paired_ratio_interval([1.0, 0.0], [1.0, 1.0], 0.9) is None
-
-
-def launches(rng, n, ratio, sigma, spells, second=0.0, alternate=True):
-    """n pairs of launches: each lognormal with spread sigma, times the host's slow factor at that
-    moment, times (1 + second) for the second launch of its pair (an order effect). Pairs alternate
-    A B, B A, ... as `make acceptance` launches them (alternate=False: A always first). spells: (chance
-    a slow spell starts at a launch, its length in launches, its factor range); a spell covers
-    consecutive launches, so it may start or end inside a pair."""
-    p, length, (lo, hi) = spells
-    slow, left = np.ones(2 * n), 0
-    for t in range(2 * n):
-        if left == 0 and rng.random() < p:
-            left, factor = length, rng.uniform(lo, hi)
-        if left:
-            slow[t], left = factor, left - 1
-    b_first = alternate & (np.arange(n) % 2 == 1)
-    first, later = slow[0::2], slow[1::2] * (1 + second)
-    a = rng.lognormal(1.6, sigma, n) * np.where(b_first, later, first)
-    b = rng.lognormal(1.6 + np.log(ratio), sigma, n) * np.where(b_first, first, later)
-    return a, b
-
-
-def simulate(d, ratio, sigma, runs, seed, spells=(0.0, 1, (1.0, 1.0)), **order):
-    """The sequential procedure as sequential_judge applies it, on simulated launches: per run, pairs
-    up to each look at that look's level, the metric stops at its first decided look. {call: count}."""
-    rng = np.random.default_rng(seed)
-    calls = {}
-    for _ in range(runs):
-        a, b = launches(rng, d.max_pairs, ratio, sigma, spells, **order)
-        for n, (paired, level) in zip(d.looks, d.plan):
-            if level is None:
-                continue
-            c = judge(a[:n], b[:n], "lower", d, level, paired=paired)
-            if decided(c.verdict):
-                break
-        calls[c.verdict] = calls.get(c.verdict, 0) + 1
-    return calls
-
-
-SLOW_SPELLS = (0.04, 8, (2.0, 4.0))     # what this host showed: 2-4x for tens of seconds (8 launches)
-
-
-@pytest.mark.parametrize("paired", [True, False])
-def test_a_stack_against_itself_rarely_differs_despite_repeated_looks(paired):
-    """A/A: 2,000 simulated sequential comparisons under the default looks: at most 5 % may call a
-    difference (better or worse), quiet or with slow spells; with 2 % noise most stop at no difference."""
-    d = design(paired=paired)
-    calls = simulate(d, 1.0, 0.02, 2000, seed=7)
-    assert calls.get("better", 0) + calls.get("worse", 0) <= 0.05 * 2000, calls
-    assert calls.get("no difference", 0) >= 0.8 * 2000, calls
-    # heavy-tailed noisy machine (30 % spread): still few false differences
-    calls = simulate(d, 1.0, 0.30, 2000, seed=8)
-    assert calls.get("better", 0) + calls.get("worse", 0) <= 0.05 * 2000, calls
-    # slow spells of the host covering whole pairs and sometimes half of one
-    calls = simulate(d, 1.0, 0.02, 2000, seed=11, spells=SLOW_SPELLS)
-    assert calls.get("better", 0) + calls.get("worse", 0) <= 0.05 * 2000, calls
-
-
-def test_pairs_reach_no_difference_where_two_samples_cannot():
-    """The reason for pairs: with slow spells on the host, a stack against itself is called 'no
-    difference' far more often pair by pair than as two samples."""
-    paired = simulate(design(), 1.0, 0.02, 1000, seed=12, spells=SLOW_SPELLS)
-    two = simulate(design(paired=False), 1.0, 0.02, 1000, seed=12, spells=SLOW_SPELLS)
-    assert paired.get("no difference", 0) >= 0.65 * 1000, paired
-    assert paired.get("no difference", 0) > two.get("no difference", 0) + 100, (paired, two)
-
-
-def test_alternating_pairs_cancel_an_order_effect():
-    """A/A where the second launch of a pair runs 7 % slower (AMG's setup in an A/A run here): with A
-    always first, pairs call B worse nearly every time; alternating A B / B A, at most 5 % differ."""
-    d = design()
-    fixed = simulate(d, 1.0, 0.02, 500, seed=13, second=0.07, alternate=False)
-    assert fixed.get("worse", 0) >= 0.9 * 500, fixed
-    alternating = simulate(d, 1.0, 0.02, 500, seed=13, second=0.07)
-    assert alternating.get("better", 0) + alternating.get("worse", 0) <= 0.05 * 500, alternating
-
-
-@pytest.mark.parametrize("paired", [True, False])
-def test_a_real_difference_is_found(paired):
-    d = design(paired=paired)
-    calls = simulate(d, 1.3, 0.05, 500, seed=9)       # other stack 30 % slower, 5 % noise
-    assert calls.get("worse", 0) >= 0.95 * 500, calls
-    calls = simulate(d, 0.8, 0.10, 500, seed=10)      # 20 % faster, 10 % noise
-    assert calls.get("better", 0) >= 0.9 * 500, calls
 
 
 def test_summary_spread():

@@ -382,9 +382,10 @@ class Call:
 
 
 def _up_to(values, pairs, look: int | None):
-    if look is None or pairs is None:
+    """The launches below pair `look`; all of them when the pair indices are not known."""
+    if look is None or pairs is None or len(pairs) != len(values) or any(not isinstance(i, int) for i in pairs):
         return list(values)
-    return [v for v, i in zip(values, pairs) if isinstance(i, int) and i < look]
+    return [v for v, i in zip(values, pairs) if i < look]
 
 
 def _paired_values(m: Metric, look: int):

@@ -49,6 +49,7 @@ class AMGBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'fom': 'higher', 'fom_setup': 'higher', 'fom_solve': 'higher',
                                                       'setup_time': 'lower', 'solve_time': 'lower'}
+    perf_headline = ['fom']
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}

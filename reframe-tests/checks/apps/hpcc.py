@@ -53,6 +53,7 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     time_limit = '20m'
     tags = {'acceptance', 'hpcc', 'apps'}
     perf_better = PERF_BETTER
+    perf_headline = ['hpl', 'dgemm_star', 'stream_triad_star']
 
     @run_after('setup')
     def set_launch(self):

@@ -33,6 +33,7 @@ class HypreBoomerAMG(StackCheck, rfm.RunOnlyRegressionTest):
     time_limit = '20m'
     tags = {'acceptance', 'hypre', 'amg', 'apps'}
     perf_better = {'setup_time': 'lower', 'solve_time': 'lower', 'iterations': 'lower'}
+    perf_headline = ['solve_time']
 
     @run_after('setup')
     def set_launch(self):

@@ -38,6 +38,7 @@ class SW4Benchmark(StackCheck, rfm.RunOnlyRegressionTest):
     size_scale = variable(float, value=1.0, loggable=True)
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'solve_time': 'lower', 'startup_time': 'lower'}
+    perf_headline = ['solve_time']
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     env_vars = {'OMP_NUM_THREADS': '1'}

@@ -18,6 +18,7 @@ class NetPIPE(StackCheck, rfm.RunOnlyRegressionTest):
     repeat_index = repeats()
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
+    perf_headline = ['lat_8B', 'bw_1MiB']
     #: smallest and largest message (bytes), repetitions per size (-n: a fixed count keeps the run short)
     lower = variable(int, value=8, loggable=True)
     upper = variable(int, value=1048576, loggable=True)

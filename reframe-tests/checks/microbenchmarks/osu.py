@@ -82,6 +82,7 @@ class OSUBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     placement = variable(str, value='', loggable=True)
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
+    perf_headline = ['lat_8B', 'bw_1048576B']
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     # references/<stack>/osu.yaml, by benchmark, buffers, placement and partition: bounds that catch a

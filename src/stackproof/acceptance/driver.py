@@ -3,7 +3,7 @@ Debian Open MPI 4.1 vs vendor = Intel MPI + MKL, baseline commodity), after chec
 profiles; print and write a summary, tear the cluster down.
 
   python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity]
-         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--unpaired] [--margin 0.05] [--budget-min 8] [--target-s 2]
+         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--paired] [--rule bh|holm] [--margin 0.05] [--budget-min 8] [--target-s 2]
 
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
@@ -44,7 +44,7 @@ from stackproof.paths import REPO
 from stackproof.nodes.profiles import plan, profile_names, read_profile_env
 from stackproof.reframe import session
 from stackproof.reframe.reports import merge_reports
-from stackproof.report.stats import design
+from stackproof.report.stats import RULES, design
 from stackproof.stacks import StackError, load_stack, stack_names
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import stack_provenance
@@ -186,9 +186,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-pairs", type=int, default=5, help="launch pairs (A B) before the first look (default 5)")
     p.add_argument("--max-pairs", type=int, default=10, help="launch pairs at most (default 10)")
     p.add_argument("--looks", type=int, default=3, help="looks from min to max pairs (default 3)")
-    p.add_argument("--unpaired", action="store_true",
-                   help="compare the stacks' launches as two samples (Mann-Whitney) at every look; by default "
-                        "a look with enough pairs compares pair by pair (signed-rank on each pair's ratio)")
+    pairs = p.add_mutually_exclusive_group()
+    pairs.add_argument("--paired", action="store_true",
+                       help="compare pair by pair (signed-rank on each pair's ratio) at a look whose pairs can reach "
+                            "its alpha; by default every look compares the stacks' launches as two samples "
+                            "(Mann-Whitney), which reaches the small levels of a whole report's error control")
+    pairs.add_argument("--unpaired", action="store_true", help="two samples at every look (the default)")
+    p.add_argument("--rule", choices=RULES, default="bh",
+                   help="the error control over all metrics at each look: bh (Benjamini-Hochberg, default) or "
+                        "holm")
     p.add_argument("--repeat", type=int, metavar="N",
                    help="a fixed number of pairs, one look at 95 %% (--min-pairs N --max-pairs N --looks 1)")
     p.add_argument("--margin", type=float, default=0.05,
@@ -215,7 +221,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.looks = 1
     try:
         args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin,
-                             paired=not args.unpaired)
+                             paired=args.paired, rule=args.rule)
     except ValueError as exc:
         p.error(str(exc))
     if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:

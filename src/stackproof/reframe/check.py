@@ -20,7 +20,8 @@ sanity function:
     8. the numbers `measure()` returns become the performance variables.
 
 What a check may declare, as plain class variables: `perf_better` (the direction of each performance
-variable, read by the report), `reference_file`, `records_identity`, `under_profile`, `noise_daemon`;
+variable, read by the report), `perf_headline` (its headline metrics: the verdict's first table),
+`perf_margin` (equivalence margins beside the direction), `reference_file`, `records_identity`, `under_profile`, `noise_daemon`;
 a performance check repeated as separate launches declares `repeat_index = repeats()`.
 """
 import os
@@ -74,6 +75,12 @@ class StackCheck(rfm.RegressionTestPlugin):
     #: direction of each performance variable, {name or fnmatch pattern: 'higher' | 'lower'}: logged
     #: with the results so the report reads it from the check and never guesses it from the name
     perf_better = variable(typ.Dict[str, str], value={}, loggable=True)
+    #: the benchmark's headline metric(s), names or fnmatch patterns: the verdict's first table; the
+    #: other metrics follow as secondary, under the same error control (docs/performance.md)
+    perf_headline = variable(typ.List[str], value=[], loggable=True)
+    #: equivalence margin per variable (name or pattern -> fraction): "no difference" when the ratio's
+    #: interval lies inside +-margin; a variable not named gets the run's (--margin, default 0.05)
+    perf_margin = variable(typ.Dict[str, float], value={}, loggable=True)
     #: file under references/<stack>/ holding this check's references (None: no references; ReFrame
     #: then logs the values without judging them)
     reference_file = None

@@ -23,7 +23,8 @@ def curves_section(ctx: Context) -> Section | None:
         return None
     sec = Section("Message-size curves", anchor="curves", figures_first=True, text=[
         "Each stack's median over the repeats (line) and min-max (band); below, the ratio to the baseline "
-        f"({ctx.baseline}) with its interval. Every figure uses the same colour per stack and the same "
+        f"({ctx.baseline}) with its {100 * (1 - ctx.design.alpha):.0f} % interval of that size alone (a description, "
+        "not a call: the calls are the verdict's). Every figure uses the same colour per stack and the same "
         "message-size axis."])
     sizes = [sz for ser in data.values() for pts in ser.values() for sz in pts if sz > 0] or [1]
     xlim = (min(sizes), max(sizes))
@@ -48,8 +49,7 @@ def curves_section(ctx: Context) -> Section | None:
                 b, o = series.get(ctx.baseline, {}).get(sz), series[s].get(sz)
                 if b and o:
                     c = judge(b, o, better, ctx.design)
-                    row.append(f"{c.ratio:.3g}" + (f" [{c.lo:.3g}, {c.hi:.3g}]" if c.lo is not None else "")
-                               + (f" {c.verdict}" if c.lo is not None else ""))
+                    row.append(f"{c.ratio:.3g}" + (f" [{c.lo:.3g}, {c.hi:.3g}]" if c.lo is not None else ""))
                 else:
                     row.append("-")
             rows.append(row)

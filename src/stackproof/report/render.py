@@ -34,6 +34,11 @@ def _td_class(c) -> str:
     return Markup(' class="{}"').format(cls) if cls else ""
 
 
+def _md_anchor(title: str) -> str:
+    """The anchor GitHub-style Markdown gives a heading: lower case, punctuation dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
 def _fence(text: str) -> str:
     runs = [len(m) for m in re.findall(r"`{3,}", text)]
     return "`" * max([3] + [n + 1 for n in runs])
@@ -108,7 +113,7 @@ def environment(autoescape: bool, uris: dict[str, str] | None = None) -> Environ
                       autoescape=select_autoescape(["html", "html.j2"]) if autoescape else False,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(cell_text=_text, md_cell=_md_cell, td_class=_td_class, fence=_fence,
-                       data_uri=lambda path: (uris or {})[str(path)])
+                       data_uri=lambda path: (uris or {})[str(path)], md_anchor=_md_anchor)
     return env
 
 

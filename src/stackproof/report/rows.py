@@ -54,6 +54,8 @@ class Case:
     fail_phase: str | None = None
     explicit_label: bool = False
     perf_better: dict = field(default_factory=dict)   # var or fnmatch pattern -> higher | lower (the check's)
+    perf_headline: list = field(default_factory=list)  # the check's headline variables (names or patterns)
+    perf_margin: dict = field(default_factory=dict)    # var or pattern -> equivalence margin (fraction)
     info: "Session | None" = None     # the session it came from (shared object)
 
     @property
@@ -179,7 +181,9 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                         mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
                         job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
                         fail_phase=tc.get("fail_phase"), explicit_label=bool(label), info=session,
-                        perf_better=_perf_better(tc.get("perf_better"), origin)))
+                        perf_better=_perf_better(tc.get("perf_better"), origin),
+                        perf_headline=_perf_headline(tc.get("perf_headline"), origin),
+                        perf_margin=_perf_margin(tc.get("perf_margin"), origin)))
     return session, out
 
 
@@ -191,6 +195,30 @@ def _perf_better(declared, origin: str) -> dict:
                                                   for k, v in declared.items()):
         raise InputError(f"{origin}: perf_better must map variable names to 'higher' or 'lower'")
     return dict(declared)
+
+
+def _perf_headline(declared, origin: str) -> list:
+    """The check's headline variables (names or fnmatch patterns); absent: []."""
+    if declared in (None, "<undefined>"):
+        return []
+    if not isinstance(declared, list) or not all(isinstance(k, str) and k for k in declared):
+        raise InputError(f"{origin}: perf_headline must be a list of variable names")
+    return list(declared)
+
+
+def _perf_margin(declared, origin: str) -> dict:
+    """The check's equivalence margins ({var or pattern: fraction in (0, 1)}); absent: {}."""
+    if declared in (None, "<undefined>"):
+        return {}
+    if not isinstance(declared, dict) or not all(
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < 1
+            for k, v in declared.items()):
+        raise InputError(f"{origin}: perf_margin must map variable names to a fraction in (0, 1)")
+    return {k: float(v) for k, v in declared.items()}
+
+
+def is_headline(declared: list, var: str) -> bool:
+    return any(var == k or fnmatch.fnmatchcase(var, k) for k in declared)
 
 
 def better_of(declared: dict, var: str) -> str | None:
@@ -323,6 +351,8 @@ class Row:
     sessions: dict            # stack -> {session uuids}
     better: str | None = None  # higher | lower, as the check declared it (None: not declared)
     repeats: dict = field(default_factory=dict)   # stack -> [repeat index (None: unknown)], as samples
+    headline: bool = False    # the check declared it a headline metric (perf_headline)
+    margin: float | None = None  # the check's equivalence margin for it (None: the run's)
 
 
 def perf_rows(cases: list[Case]) -> list[Row]:
@@ -338,6 +368,8 @@ def perf_rows(cases: list[Case]) -> list[Row]:
             r.samples.setdefault(c.stack, []).append(float(pv["value"]))
             r.repeats.setdefault(c.stack, []).append(c.repeat)
             r.better = r.better or better_of(c.perf_better, var)
+            r.headline = r.headline or is_headline(c.perf_headline, var)
+            r.margin = r.margin if r.margin is not None else better_of(c.perf_margin, var)
             r.sessions.setdefault(c.stack, set()).add(c.session)
     return list(rows.values())
 

@@ -16,6 +16,14 @@ from stackproof.report.stats import LEVEL, Design
 
 
 @dataclass
+class Para:
+    """A paragraph that ends with a link to a section of the same report (its anchor)."""
+    text: str
+    anchor: str
+    link: str
+
+
+@dataclass
 class Table:
     header: list[str]
     rows: list[list]          # cells: str, or (str, css class)
@@ -33,7 +41,7 @@ class Pre:
 @dataclass
 class Section:
     title: str
-    text: list[str] = field(default_factory=list)           # paragraphs (plain text)
+    text: list = field(default_factory=list)                # paragraphs: plain text, or Para
     tables: list[Table] = field(default_factory=list)
     pre: list[Pre] = field(default_factory=list)
     figures: list[tuple[str, Path]] = field(default_factory=list)   # (caption, PNG)

@@ -1,31 +1,39 @@
-"""The verdict: the per-metric call from the ratio's interval, and the report's opening table (stack A
-vs stack B, one row per application metric); on-node bandwidth as a fraction of the node's
-memory-copy bandwidth measured in the same run (MemoryBandwidth.copy_bw).
+"""The verdict: every stack-comparison metric's call, made for all of them at once by the comparison
+engine (stackproof.comparison: exact intervals of the ratio other / baseline, a family rule over the
+metrics at each look, the looks' alphas adding up to 5 %), and the report's opening section: one
+sentence of counts, the headline table (each check's `perf_headline` metrics, decided rows first),
+the method in one line, then the secondary metrics; the method in its own section. On-node bandwidth
+against a memory copy of the same size measured in the same run (MemoryBandwidth).
 
-Calls (docs/performance.md): *better* / *worse* when the interval of other/baseline excludes 1 (the
-direction declared by the check says which), *no difference* when it lies inside the equivalence
-margin [1/(1+m), 1+m], else *inconclusive* (with the interval). A metric whose check declared no
-direction is called *higher* / *lower*, never better or worse. "Verdict" means this call only; whether a
-ReFrame run measured anything at all is its *run outcome* (stackproof.report.outcome).
+Calls (docs/performance.md): *better* / *worse* when the family rule rejects ratio = 1 (the interval
+printed beside it, at that metric's level, then excludes 1; the direction the check declares says
+which), *no difference* when its equivalence interval lies inside the margin (the check's
+`perf_margin`, else the run's), else *inconclusive*, saying the largest difference its interval
+leaves open. A metric whose check declared no direction is called *higher* / *lower*. "Verdict" means
+this call only; whether a ReFrame run measured anything at all is its *run outcome*
+(stackproof.report.outcome).
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from stackproof.comparison import (BETTER, HIGHER, INCONCLUSIVE, LOWER, NO_VERDICT, SAME, WORSE, Metric, call_from,
+                                   decided, sequential_calls, two_sample_test)
 from stackproof.report.curves import headline_var, size_of_var
 from stackproof.report.rows import by_key, why_not_measured
-from stackproof.report.sections import Context, Section, Table, fmt
-from stackproof.report.stats import LEVEL, Design, paired_ratio_interval, ratio_interval, summarize
+from stackproof.report.sections import Context, Para, Section, Table, fmt
+from stackproof.report.stats import LEVEL, Design, summarize
 
-BETTER, WORSE, SAME, INCONCLUSIVE, NO_VERDICT = "better", "worse", "no difference", "inconclusive", "no verdict"
-DECIDED = (BETTER, WORSE, SAME, "higher", "lower")
-CSS = {BETTER: "better", WORSE: "worse", SAME: "nsd", INCONCLUSIVE: "inc", NO_VERDICT: "nm", "higher": "dir",
-       "lower": "dir"}
+DECIDED = (BETTER, WORSE, SAME, HIGHER, LOWER)
+CSS = {BETTER: "better", WORSE: "worse", SAME: "nsd", INCONCLUSIVE: "inc", NO_VERDICT: "nm", HIGHER: "dir",
+       LOWER: "dir"}
+ORDER = (WORSE, BETTER, HIGHER, LOWER, SAME, INCONCLUSIVE, NO_VERDICT, "not measured")
 FWQ_HEADLINE = ("std", "noise_fraction")
 ONE_LOOK = Design(looks=(0,), alpha=1 - LEVEL, margin=0.05)
+__all__ = ["decided", "judge", "verdict_rows", "verdict_section", "method_section", "in_words", "ONE_LOOK"]
 
 
 @dataclass(frozen=True)
@@ -35,85 +43,28 @@ class Comparison:
     hi: float | None
     level: float | None            # the interval's exact coverage
     pct: float | None              # (median other / median baseline - 1) * 100
-    verdict: str                   # the call: better | worse | no difference | inconclusive | higher | lower | no verdict
+    verdict: str                   # better | worse | no difference | inconclusive | higher | lower | no verdict
     why: str = ""                  # why no call could be made
 
 
-def call(lo: float, hi: float, better: str | None, margin: float) -> str:
-    """The call from an interval of other/baseline (see the module text)."""
-    if lo > 1.0 or hi < 1.0:
-        higher = lo > 1.0
-        if better not in ("higher", "lower"):
-            return "higher" if higher else "lower"
-        return BETTER if higher == (better == "higher") else WORSE
-    if 1.0 / (1.0 + margin) <= lo and hi <= 1.0 + margin:
-        return SAME
-    return INCONCLUSIVE
-
-
-def judge(baseline, other, better: str | None, design: Design = ONE_LOOK, level: float | None = None,
-          paired: bool = False) -> Comparison:
-    """The comparison of two stacks' launches at `level` (default: the design's). paired: baseline[i]
-    and other[i] were launched one after the other (signed-rank on the per-pair ratios)."""
+def judge(baseline, other, better: str | None, design: Design = ONE_LOOK, level: float | None = None) -> Comparison:
+    """One metric on its own (two samples, one interval at `level`, default 1 - the design's alpha):
+    the per-size ratios of the message-size curves. The report's verdict is never made this way: it
+    is sequential_calls over all metrics at once."""
     b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
     mb, mo = float(np.median(b)), float(np.median(o))
     pct = 100.0 * (mo - mb) / mb if mb else None
-    level = design.level if level is None else level
-    got = paired_ratio_interval(b, o, level) if paired else ratio_interval(b, o, level)
-    if got is None:
+    level = 1 - design.alpha if level is None else level
+    t = two_sample_test(b, o)
+    if t is None:
         return Comparison(mo / mb if mb else None, None, None, None, pct, NO_VERDICT,
                           "values <= 0: a ratio is not defined")
-    ratio, lo, hi, cov = got
+    lo, hi, cov = t.interval(level)
     if lo is None:
-        what = f"n={len(b)} pairs" if paired else f"n={len(b)} and {len(o)}"
-        return Comparison(ratio, None, None, None, pct, NO_VERDICT, f"too few repeats ({what}) for an interval")
-    return Comparison(ratio, lo, hi, cov, pct, call(lo, hi, better, design.margin))
-
-
-def pairs_of(row, baseline: str, other: str) -> dict[int, tuple[float, float]] | None:
-    """repeat index -> (baseline, other) for the indices both stacks launched; None when a stack
-    lacks indices or repeats one (then the launches cannot be paired)."""
-    out = []
-    for s in (baseline, other):
-        idx = row.repeats.get(s) or []
-        if len(idx) != len(row.samples[s]) or any(not isinstance(i, int) for i in idx) or len(set(idx)) != len(idx):
-            return None
-        out.append(dict(zip(idx, row.samples[s])))
-    return {i: (out[0][i], out[1][i]) for i in sorted(set(out[0]) & set(out[1]))}
-
-
-def sequential_judge(row, baseline: str, other: str, design: Design) -> tuple[Comparison, list[int]]:
-    """The call as the sequential design makes it: at each look, the launches of the first `look`
-    pairs (repeat index below it) at that look's level; the first look that decides is the call,
-    later launches (run for another metric of the same check) do not reopen it. A look whose
-    interval falls short of its level (a launch missing) decides nothing. Without looks, or without
-    repeat indices, every launch at once (two samples). Returns the comparison and [n baseline,
-    n other] (for pairs: [pairs, pairs])."""
-    base, oth = row.samples[baseline], row.samples[other]
-    reps = (row.repeats.get(baseline) or [None]) + (row.repeats.get(other) or [None])
-    if design.looks == (0,) or any(not isinstance(i, int) for i in reps):
-        return judge(base, oth, row.better, design), [len(base), len(oth)]
-    pairs = pairs_of(row, baseline, other) if design.paired else None
-    c, n = None, [0, 0]
-    for look, (by_pair, level) in zip(design.looks, design.plan):
-        by_pair = by_pair and pairs is not None
-        if by_pair:
-            chosen = [p for i, p in pairs.items() if i < look]
-            b, o = [p[0] for p in chosen], [p[1] for p in chosen]
-        else:
-            b = [v for v, i in zip(base, row.repeats[baseline]) if i < look]
-            o = [v for v, i in zip(oth, row.repeats[other]) if i < look]
-        if level is None or not b or not o or (c is not None and [len(b), len(o)] == n):
-            continue                       # this look cannot call, or nothing new at it
-        c, n = judge(b, o, row.better, design, level, paired=by_pair), [len(b), len(o)]
-        if c.level is not None and c.level < level - 1e-9 and decided(c.verdict):
-            c = replace(c, verdict=INCONCLUSIVE, why=f"{100 * c.level:.1f} % interval: below this look's "
-                                                      f"{100 * level:.1f} %")
-        if decided(c.verdict):
-            break
-    if c is None:
-        return judge(base, oth, row.better, design), [len(base), len(oth)]
-    return c, n
+        return Comparison(t.ratio, None, None, None, pct, NO_VERDICT,
+                          f"too few repeats (n={len(b)} and {len(o)}) for an interval")
+    different = (lo > 1 or hi < 1) and cov >= level - 1e-9
+    return Comparison(t.ratio, lo, hi, cov, pct, call_from(lo, hi, better, design.margin, different))
 
 
 def pairs_to_decide(lo: float, hi: float, n: int, margin: float) -> int | None:
@@ -132,13 +83,8 @@ def pairs_to_decide(lo: float, hi: float, n: int, margin: float) -> int | None:
     return need if need <= 10_000 else None
 
 
-def decided(verdict: str) -> bool:
-    """True when more launches cannot change the call (the sequential driver stops this metric)."""
-    return verdict in DECIDED
-
-
-def headline_rows(ctx: Context):
-    """The rows the verdict uses: OSU/NetPIPE curves only at 8 B and 1 MiB, FWQ only its std and
+def verdict_metrics(ctx: Context):
+    """The rows the verdict judges: OSU/NetPIPE curves only at 8 B and 1 MiB, FWQ only its std and
     noise fraction, every other metric as it is."""
     sizes = defaultdict(set)
     for r in ctx.rows:
@@ -162,16 +108,23 @@ def node_check_keys(ctx: Context) -> set[tuple]:
     return {k for k, per_stack in by_key(ctx.cases).items() if len([s for s, cs in per_stack.items() if cs]) == 1}
 
 
+def _metric(r, baseline: str, other: str) -> Metric:
+    return Metric(r.samples[baseline], r.samples[other], r.repeats.get(baseline), r.repeats.get(other),
+                  r.better, r.margin, r.headline)
+
+
 def verdict_rows(ctx: Context) -> list[dict]:
-    """One dict per stack-comparison metric: each stack's summary and each other stack against the baseline."""
+    """One dict per stack-comparison metric: each stack's summary and, for each other stack, the call
+    sequential_calls makes over all the metrics both stacks measured (one family per other stack)."""
     keyed = by_key(ctx.cases)
     node = node_check_keys(ctx)
+    rows = [r for r in verdict_metrics(ctx) if (r.check, r.case, r.system) not in node]
+    any_headline = any(r.headline for r in rows)
     out = []
-    for r in headline_rows(ctx):
-        if (r.check, r.case, r.system) in node:
-            continue
+    for r in rows:
         row = {"check": r.check, "case": r.case, "system": r.system, "var": r.var, "unit": r.unit,
-               "better": r.better, "stacks": {}, "vs": {}}
+               "better": r.better, "headline": bool(r.headline or not any_headline),
+               "margin": ctx.design.margin if r.margin is None else r.margin, "stacks": {}, "vs": {}}
         for s in ctx.stacks:
             if r.samples.get(s):
                 sm = summarize(r.samples[s])
@@ -180,20 +133,25 @@ def verdict_rows(ctx: Context) -> list[dict]:
             else:
                 row["stacks"][s] = {"not_measured": why_not_measured(keyed.get((r.check, r.case, r.system), {})
                                                                      .get(s, []))}
-        base = r.samples.get(ctx.baseline)
-        for s in ctx.stacks:
-            if s == ctx.baseline:
-                continue
-            if not base or not r.samples.get(s):
-                who = ctx.baseline if not base else s
-                row["vs"][s] = {"verdict": f"not measured ({who}: {row['stacks'][who]['not_measured']})"}
-                continue
-            c, n = sequential_judge(r, ctx.baseline, s, ctx.design)
-            row["vs"][s] = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "pct": c.pct,
-                            "n": n, "verdict": c.verdict + (f": {c.why}" if c.why else "")}
-            if c.verdict == INCONCLUSIVE and c.lo is not None:
-                row["vs"][s]["decide_pairs"] = pairs_to_decide(c.lo, c.hi, min(n), ctx.design.margin)
         out.append(row)
+    for s in ctx.stacks:
+        if s == ctx.baseline:
+            continue
+        both = [i for i, r in enumerate(rows) if r.samples.get(ctx.baseline) and r.samples.get(s)]
+        calls = sequential_calls([_metric(rows[i], ctx.baseline, s) for i in both], ctx.design)
+        for i, c in zip(both, calls):
+            st = out[i]["stacks"]
+            mb, mo = st[ctx.baseline]["median"], st[s]["median"]
+            v = {"ratio": c.ratio, "lo": c.lo, "hi": c.hi, "level": c.level, "p": c.p, "alpha": c.alpha,
+                 "look": c.look, "n": list(c.n), "paired": c.paired, "seen": c.seen,
+                 "pct": 100.0 * (mo - mb) / mb if mb else None, "verdict": c.verdict + (f": {c.why}" if c.why else "")}
+            if c.verdict == INCONCLUSIVE and c.lo is not None:
+                v["decide_pairs"] = pairs_to_decide(c.lo, c.hi, min(c.n), out[i]["margin"])
+            out[i]["vs"][s] = v
+        for i, r in enumerate(rows):
+            if i not in both:
+                who = ctx.baseline if not r.samples.get(ctx.baseline) else s
+                out[i]["vs"][s] = {"verdict": f"not measured ({who}: {out[i]['stacks'][who]['not_measured']})"}
     return out
 
 
@@ -215,16 +173,79 @@ def _better_text(better: str | None) -> str:
     return {"higher": "higher is better", "lower": "lower is better"}.get(better, "direction not declared")
 
 
+def _call(v: dict) -> str:
+    return "not measured" if v["verdict"].startswith("not measured") else v["verdict"].split(":")[0]
+
+
+def _counts(rows: list[dict], other: str) -> str:
+    calls = [_call(r["vs"][other]) for r in rows]
+    return ", ".join(f"{calls.count(c)} {c}" for c in ORDER if calls.count(c))
+
+
 def in_words(rows: list[dict], others: list[str], baseline: str) -> str:
-    """The verdict in one sentence per compared stack: how many metrics got each call."""
+    """The verdict in one sentence per compared stack: how many headline (and secondary) metrics got
+    each call."""
     out = []
+    head = [r for r in rows if r.get("headline", True)]
+    rest = [r for r in rows if not r.get("headline", True)]
     for o in others:
-        calls = [r["vs"][o]["verdict"] for r in rows]
-        calls = ["not measured" if c.startswith("not measured") else c.split(":")[0] for c in calls]
-        order = (BETTER, WORSE, "higher", "lower", SAME, INCONCLUSIVE, NO_VERDICT, "not measured")
-        counts = [f"{calls.count(c)} {c}" for c in order if calls.count(c)]
-        out.append(f"{o} against {baseline}, {len(calls)} metrics: {', '.join(counts)}.")
+        if rest:
+            out.append(f"{o} against {baseline}: {len(head)} headline metrics: {_counts(head, o)}; "
+                       f"{len(rest)} secondary: {_counts(rest, o)}.")
+        else:
+            out.append(f"{o} against {baseline}, {len(rows)} metrics: {_counts(rows, o)}.")
     return " ".join(out)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %" if x >= 0.095 else f"{100 * x:.1f} %"
+
+
+def _verdict_cell(v: dict) -> tuple[str, str]:
+    call = _call(v)
+    if call == "not measured":
+        return f"not measured ({_short(v['verdict'][len('not measured ('):-1])})", "nm"
+    text = v["verdict"]
+    if call == INCONCLUSIVE and v.get("seen") is not None:
+        text = f"inconclusive: no difference larger than {_pct(v['seen'])} seen"
+    return text, CSS.get(call, "")
+
+
+def _launches(v: dict) -> str:
+    n = v.get("n") or [0, 0]
+    text = f"{n[0]} pairs" if v.get("paired") else f"{n[0]} + {n[1]}"
+    if v.get("decide_pairs"):
+        text += f" (about {v['decide_pairs']} pairs would decide)"
+    return text
+
+
+def _table(ctx: Context, rows: list[dict], others: list[str], caption: str) -> Table:
+    header = ["metric"]
+    for o in others:
+        header += ["verdict" if len(others) == 1 else f"verdict {o}",
+                   f"{o} / {ctx.baseline} [interval] level", "launches"]
+    header += [f"{s} median [min–max]" for s in ctx.stacks]
+    table = []
+    first = others[0] if others else None
+    rank = {c: i for i, c in enumerate(ORDER)}
+    for r in sorted(rows, key=lambda r: rank.get(_call(r["vs"][first]), 99) if first else 0):
+        cells = [f"{r['case']}: {r['var']} ({r['unit'] or 'no unit'}, {_better_text(r['better'])})"
+                 + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}")]
+        for o in others:
+            v = r["vs"][o]
+            if _call(v) == "not measured":
+                cells += [_verdict_cell(v), "-", "-"]
+                continue
+            ratio = (f"{v['ratio']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] {100 * v['level']:.1f} %"
+                     if v.get("lo") is not None else f"{v['ratio']:.3g} [no interval]"
+                     if v.get("ratio") is not None else "-")
+            cells += [_verdict_cell(v), ratio, _launches(v)]
+        for s in ctx.stacks:
+            st = r["stacks"][s]
+            cells.append((f"not measured ({_short(st['not_measured'])})", "nm") if "not_measured" in st else
+                         f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
+        table.append(cells)
+    return Table(header, table, caption=caption)
 
 
 def verdict_section(ctx: Context) -> Section:
@@ -232,80 +253,66 @@ def verdict_section(ctx: Context) -> Section:
     ctx.data["verdicts"] = rows
     ctx.data["design"] = ctx.design.as_dict()
     others = [s for s in ctx.stacks if s != ctx.baseline]
-    level = ctx.design.level
-    levels = {round(x, 4) for x in ctx.design.levels if x is not None} if ctx.design.looks != (0,) else {level}
-    ci = f"{100 * level:.1f} % CI" if len(levels) <= 1 else f"CI, at least {100 * level:.1f} %"
-    header = ["metric"]
-    for o in others:
-        header += ["verdict" if len(others) == 1 else f"verdict {o}",
-                   f"{o} / {ctx.baseline} [{ci}]", "n pairs"]
-    header += [f"{s} median [min–max]" for s in ctx.stacks]
-    table = []
-    for r in rows:
-        cells = [f"{r['case']}: {r['var']} ({r['unit'] or 'no unit'}, {_better_text(r['better'])})"
-                 + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}")]
-        for o in others:
-            v = r["vs"][o]
-            verdict = v["verdict"]
-            if verdict.startswith("not measured"):
-                cells += [(f"not measured ({_short(verdict[len('not measured ('):-1])})", "nm"), "-", "-"]
-                continue
-            css = CSS.get(verdict.split(":")[0], "")
-            ratio = (f"{v['ratio']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]" if v.get("lo") is not None else
-                     f"{v['ratio']:.3g} [no interval]" if v.get("ratio") is not None else "-")
-            if v.get("level") is not None and v["level"] < level - 1e-9:
-                ratio += f" ({100 * v['level']:.0f} % level)"
-            n_text = str(min(v.get("n") or [0]))
-            if v.get("decide_pairs"):
-                n_text += f" (about {v['decide_pairs']} would decide)"
-            cells += [(verdict, css), ratio, n_text]
-        for s in ctx.stacks:
-            st = r["stacks"][s]
-            cells.append((f"not measured ({_short(st['not_measured'])})", "nm") if "not_measured" in st else
-                         f"{fmt(st['median'])} [{fmt(st['min'])}–{fmt(st['max'])}] ({st['n']})")
-        table.append(cells)
+    head = [r for r in rows if r["headline"]]
+    rest = [r for r in rows if not r["headline"]]
+    text: list = [in_words(rows, others, ctx.baseline)] if rows else []
+    tables = []
+    if head:
+        tables.append(_table(ctx, head, others, "Headline metrics (each benchmark's own), decided first"
+                             if rest else ""))
     d = ctx.design
-    if d.looks == (0,):
-        looks = "one look"
-    elif d.paired:
-        looks = ("looks after " + ", ".join(
-            f"{n} pairs ({'-' if lv is None else f'{100 * lv:.1f} %'}, {'pair by pair' if p else 'two samples'})"
-            for n, (p, lv) in zip(d.looks, d.plan))
-            + f"; each look's level is the exact level of its interval, and their alphas add up to at most "
-              f"{100 * d.alpha:.0f} %")
-    else:
-        looks = (f"looks after {', '.join(map(str, d.looks))} pairs at "
-                 f"{', '.join('-' if x is None else f'{100 * x:.1f} %' for x in d.levels)} (their alphas add up "
-                 f"to at most {100 * d.alpha:.0f} %)")
-    method = ("pair by pair, the ratio other / baseline of each pair of launches (one right after the other, "
-              "the order alternating, so a slow spell of the host that covers both cancels), Hodges-Lehmann "
-              "over the pairs with its exact distribution-free interval (Wilcoxon signed-rank); at a look with "
-              "too few pairs for that, the two stacks' launches as two samples (Hodges-Lehmann on log values, "
-              "Mann-Whitney interval)" if d.paired else
-              "the ratio other / baseline (Hodges-Lehmann on log values) with its exact distribution-free "
-              "interval (Mann-Whitney)")
-    text = [in_words(rows, others, ctx.baseline)] if rows else []
-    text += [f"Baseline: {ctx.baseline}. Per metric: {method}, {looks}. Verdict: better or worse when "
-            f"the interval excludes 1 (in the direction the check declares), no difference when it lies "
-            f"inside ±{100 * d.margin:.0f} %, inconclusive otherwise (more launches would be needed). "
-            "n pairs: the launches the call rests on (the first look that decided it; a later look run for "
-            "another metric of the same check does not reopen it), and for an inconclusive metric about how "
-            "many pairs would decide it at the spread its launches showed (option --max-pairs); the medians show "
-            "every launch. "
-            "Node checks, which run with one stack, are in their own section below."]
-    compared = [r for r in rows if any(not v["verdict"].startswith("not measured") for v in r["vs"].values())]
-    spent = sum(1 - x for x in d.levels if x is not None) if d.looks != (0,) else d.alpha
-    if len(compared) >= 5:
-        text.append(f"Each metric is called better or worse wrongly at most {100 * spent:.1f} % of the time, so of "
-                    f"{len(compared)} metrics of two identical stacks about {len(compared) * spent:.1f} would still "
-                    "be called different: a single better or worse among many is weak evidence on its own (look at "
-                    "its interval, its spread and the metrics of the same benchmark).")
+    text.append(Para(f"Method: {_method_short(d)}.", "method", "How the calls are made"))
     missing = unmeasured_benchmarks(ctx)
     if missing:
         text.append(f"Measured by no stack (see Skipped and Failed checks): {', '.join(missing)}.")
     if not rows:
         text.append("No metric was measured by two stacks: there is nothing to compare.")
-    return Section("Verdict", text=text, tables=[Table(header, table)], anchor="verdict")
+    if rest:
+        tables.append(_table(ctx, rest, others, "Secondary metrics, under the same error control"))
+    return Section("Verdict", text=text, tables=tables, anchor="verdict")
+
+
+def _method_short(d: Design) -> str:
+    rule = {"bh": "Benjamini-Hochberg", "holm": "Holm"}.get(d.rule, d.rule)
+    if d.looks == (0,):
+        when = "one look over every launch"
+    else:
+        when = f"looks after {', '.join(map(str, d.looks))} pairs of launches"
+    return (f"exact distribution-free intervals of each ratio, {rule} over all metrics at each of {when}; "
+            f"identical stacks get any better or worse call at most {100 * d.alpha:.0f} % of the time")
+
+
+def method_section(ctx: Context) -> Section | None:
+    """How the calls are made, in full (the verdict links here)."""
+    if "verdicts" not in ctx.data:
+        return None
+    d = ctx.design
+    rule = {"bh": "Benjamini-Hochberg (weighted, step-up)", "holm": "Holm (weighted, step-down)"}.get(d.rule, d.rule)
+    test = ("pair by pair where a look's pairs can reach its alpha (each pair's log ratio, Hodges-Lehmann over "
+            "the pairs with the exact Wilcoxon signed-rank interval), else" if d.paired else "")
+    looks = ("one look over every launch" if d.looks == (0,) else
+             "looks after " + ", ".join(f"{n} pairs (alpha {100 * a:.2f} %)" for n, a in zip(d.looks, d.alphas)))
+    text = [
+        f"Baseline: {ctx.baseline}. Each metric's ratio other / baseline is estimated {test} as two samples "
+        "(Hodges-Lehmann on log values, with the exact distribution-free Mann-Whitney interval). Launches "
+        "come in pairs, one stack right after the other, the order alternating (A B, B A), so what the host "
+        f"does over time falls on both stacks alike; {looks}.",
+        f"Error control over the whole report: at each look, {rule} over all the metrics of the comparison at "
+        f"that look's alpha; the looks' alphas add up to {100 * d.alpha:.0f} %, so two identical stacks get any "
+        f"better or worse call at most {100 * d.alpha:.0f} % of the time, and with real differences at most "
+        f"{100 * d.alpha:.0f} % of the calls are expected false (Holm: at most {100 * d.alpha:.0f} % chance of any). "
+        f"Headline metrics share {100 * d.headline_share:.0f} % of each look's alpha, the secondary ones the rest. "
+        "A metric's interval is printed at the level the rule gives it (it excludes 1 exactly when the "
+        "metric is called better or worse).",
+        "Verdict: better or worse when the rule rejects ratio = 1, in the direction the check declares "
+        "(higher or lower where it declares none); no difference when the metric's equivalence interval "
+        f"(two one-sided tests at the look's alpha) lies inside its margin (the check's, else ±{100 * d.margin:.0f} %); "
+        "inconclusive otherwise, with the largest difference its interval leaves open. A metric stops at the "
+        "first look that decides it; a look re-runs only the checks with an open metric. Launches: what the "
+        "call rests on (a + b launches, or pairs); the medians show every launch. Node checks, which run "
+        "with one stack, are in their own section.",
+    ]
+    return Section("How the calls are made", text=text, anchor="method")
 
 
 def node_checks_section(ctx: Context) -> Section | None:
@@ -355,7 +362,7 @@ def bandwidth_fraction_section(ctx: Context) -> Section | None:
     copy = copy_bandwidth(ctx)
     ctx.data["copy_bw"] = {f"{s}@{sysname}": v for (s, sysname), v in copy.items()}
     rows = []
-    for r in headline_rows(ctx):
+    for r in verdict_metrics(ctx):
         if not r.var.startswith("bw") or r.check.startswith("MemoryBandwidth") or r.unit != "MB/s":
             continue
         for s in ctx.stacks:
