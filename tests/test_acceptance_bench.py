@@ -66,3 +66,27 @@ def test_the_next_look_is_estimated_from_the_open_cases_only():
     assert look_estimate(doc, {"OSU %b=lat"}, 5, 30.0, 3) == 5.0 + 3 * 3.0
     assert look_estimate(doc, set(), 5, 30.0, 3) == 5.0
 
+
+
+def test_the_spread_within_a_pair_of_an_a_a_run(tmp_path):
+    """The spread table: per verdict metric, the median over the pairs of |log(B / A)| (pairs matched
+    by repeat index, whatever order the launches were stored in), headline metrics first."""
+    from stackproof.report import build, load_run
+    tcs = []
+    values = {"commodity": [1.0, 2.0, 1.0, 1.0], "commodity-copy": [1.1, 2.0, 0.95, 1.0]}
+    for stack, vals in values.items():
+        for i, v in reversed(list(enumerate(vals))):
+            tcs.append({"name": f"HPCC %repeat_index={i}", "display_name": f"HPCC %repeat_index={i}",
+                        "system": "testcluster", "partition": "cpu", "environ": stack, "stack": stack,
+                        "result": "pass", "repeat_index": i, "perf_better": {"hpl": "higher", "ptrans": "higher"},
+                        "perf_headline": ["hpl"],
+                        "perfvalues": {"testcluster:cpu:hpl": [v, 0, None, None, "Gflop/s"],
+                                       "testcluster:cpu:ptrans": [v * 3, 0, None, None, "GB/s"]}})
+    doc = {"session_info": {"uuid": "s", "stack": "commodity+commodity-copy"}, "runs": [{"testcases": tcs}]}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    report = build(load_run(str(p)), tmp_path / "out", "t")
+    spreads = bench.pair_spreads(doc, report)
+    assert [(s["var"], s["headline"], s["pairs"]) for s in spreads] == [("hpl", True, 4), ("ptrans", False, 4)]
+    # |log| of 1.1, 1, 0.95, 1: median of 0.0953, 0, 0.0513, 0 -> 2.56 %
+    assert spreads[0]["spread_pct"] == 2.56 and spreads[0]["max_pct"] == 9.53

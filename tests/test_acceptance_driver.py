@@ -222,7 +222,7 @@ def test_options_of_the_looks():
     a = parse_args(["--repeat", "3"])
     assert a.design.looks == (3,) and a.design.alphas == pytest.approx((0.05,))
     a = parse_args(["--repeat", "8", "--paired"])
-    assert a.design.looks == (8,) and a.design.plan[0][0]
+    assert a.design.looks == (8,) and a.design.plan[0][0] == "pairs"
     a = parse_args(["--unpaired", "--rule", "holm"])
     assert a.design.looks == (5, 8, 10) and not a.design.paired and a.design.rule == "holm"
     a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])

@@ -74,7 +74,8 @@ def test_family_rules():
 def test_design():
     d = design()
     assert d.looks == (5, 8, 10) and sum(d.alphas) == pytest.approx(0.05) and not d.paired
-    assert [p for p, _ in Design(paired=True).plan] == [False, True, True]   # 5 pairs: 2/32 > 1.7 %
+    assert [k for k, _ in Design(paired=True).plan] == ["two samples", "pairs", "pairs"]   # 5 pairs: 2/32 > 1.7 %
+    assert [k for k, _ in Design(either=True).plan] == ["two samples", "either", "either"]
     with pytest.raises(ValueError, match="at least 5 pairs"):
         design(4, 10, 3)
     assert design(3, 3, 1).looks == (3,)

@@ -92,6 +92,17 @@ def test_hpcc_recorded_output():
     assert r.units["stream_triad_star"] == "GB/s" and r.units["beff_latency"] == "us"
 
 
+def test_hpcc_inner_repetitions_report_the_median_run():
+    """A deck solving HPL several times in one launch: HPCC's summary keeps the last run, the parser the
+    median of every WR line (one slow run, e.g. a daemon waking up, does not move it)."""
+    text = (DATA / "hpcc" / "openmpi-4.1.4-openblas.hpccoutf.txt").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("WR"))
+    runs = [line, line.replace("1.016e+00", "0.500e+00"), line.replace("1.016e+00", "1.030e+00")]
+    r = parse_hpcc(text.replace(line, "\n".join(runs)))
+    assert r.hpl_runs == [1.016, 0.5, 1.03] and r.values["hpl"] == 1.016
+    assert parse_hpcc(text).hpl_runs == [1.016] and parse_hpcc(text).values["hpl"] == pytest.approx(1.01587)
+
+
 def test_hpcc_failed_residual_and_truncated_output():
     text = (DATA / "hpcc" / "openmpi-4.1.4-openblas.hpccoutf.txt").read_text()
     failed = text.replace("0 tests completed and failed residual checks", "1 tests completed and failed residual checks")

@@ -25,3 +25,11 @@ def test_nonsense_is_refused(kw):
 def test_a_title_is_one_line():
     with pytest.raises(InputError):
         hpcc_input(1000, 64, 1, 2, "a\nb")
+
+
+def test_inner_repetitions_list_the_same_problem():
+    lines = hpcc_input(4000, 96, 1, 2, "t", repeat=3).splitlines()
+    assert lines[4].split()[0] == "3" and lines[5].split()[:4] == ["4000", "4000", "4000", "Ns"]
+    for bad in (0, 21, True, 2.0):
+        with pytest.raises(InputError):
+            hpcc_input(4000, 96, 1, 2, "t", repeat=bad)

@@ -49,6 +49,7 @@ MARGIN = 0.05         # default equivalence margin: no difference within +-5 %
 HEADLINE_SHARE = 0.8  # the part of alpha the headline metrics share (the rest: secondary metrics)
 RULES = ("bh", "holm")
 
+TWO, PAIRS, EITHER = "two samples", "pairs", "either"
 BETTER, WORSE, SAME, INCONCLUSIVE, NO_VERDICT = "better", "worse", "no difference", "inconclusive", "no verdict"
 HIGHER, LOWER = "higher", "lower"
 
@@ -167,6 +168,44 @@ class RatioTest:
     @property
     def min_p(self) -> float:
         return min_p(self.n[0], self.n[1], self.paired)
+
+
+@dataclass(frozen=True)
+class EitherTest:
+    """Both exact tests of one metric at once, Bonferroni over the two: p = 2 min(p_pairs, p_two), the
+    interval of the test with the smaller p at 1 - (1 - level) / 2 (both intervals at that level hold
+    together with the wanted coverage, so picking one after the fact keeps it). Pairs cancel the
+    host's slow spells; two samples reach smaller p-values with few launches; this takes whichever
+    the data favour, for a factor 2 in alpha."""
+    pairs: RatioTest
+    two: RatioTest
+
+    @property
+    def chosen(self) -> RatioTest:
+        return self.pairs if self.pairs.p <= self.two.p else self.two
+
+    @property
+    def paired(self) -> bool:
+        return self.chosen.paired
+
+    @property
+    def n(self) -> tuple[int, int]:
+        return self.chosen.n
+
+    @property
+    def ratio(self) -> float:
+        return self.chosen.ratio
+
+    @property
+    def p(self) -> float:
+        return min(1.0, 2 * min(self.pairs.p, self.two.p))
+
+    @property
+    def min_p(self) -> float:
+        return min(1.0, 2 * min(self.pairs.min_p, self.two.min_p))
+
+    def interval(self, level: float):
+        return self.chosen.interval(1 - (1 - level) / 2)
 
 
 def _clean(values) -> np.ndarray | None:
@@ -288,10 +327,11 @@ def family_levels(pvalues: Sequence[float], alpha: float, weights: Sequence[floa
 class Design:
     """The sequential design of a comparison: pairs of launches (A B, B A, ...) are added in looks,
     `looks` the cumulative pairs per stack at each; `spend` the part of alpha each look uses (equal
-    parts by default). paired: analyse pairs (signed-rank) at a look whose pairs can reach its alpha,
-    else two samples (Mann-Whitney; few pairs reach little pair by pair: 8 pairs 2/256 at best,
-    where 8 + 8 launches reach 2/12870). looks == (0,): one look over every launch (two samples), as
-    for sessions that were not launched in pairs."""
+    parts by default). The test at each look (`plan`): two samples (Mann-Whitney) by default; with
+    `paired`, pairs (signed-rank) at a look whose pairs can reach its alpha (few pairs reach little
+    pair by pair: 8 pairs 2/256 at best, where 8 + 8 launches reach 2/12870); with `either`, both
+    tests at half the alpha each (EitherTest) where the pairs can reach that. looks == (0,): one look
+    over every launch (two samples), as for sessions that were not launched in pairs."""
     looks: tuple = (5, 8, 10)
     alpha: float = ALPHA
     margin: float = MARGIN
@@ -299,6 +339,7 @@ class Design:
     rule: str = "bh"
     headline_share: float = HEADLINE_SHARE
     spend: tuple | None = None
+    either: bool = False
 
     @property
     def alphas(self) -> tuple:
@@ -309,8 +350,16 @@ class Design:
 
     @property
     def plan(self) -> tuple:
-        """(paired, alpha_j) per look: pairs where design.paired and the look's pairs can reach alpha_j."""
-        return tuple((bool(self.paired and n and min_p(n, n, True) <= a), a) for n, a in zip(self.looks, self.alphas))
+        """(test, alpha_j) per look, test one of TWO, PAIRS, EITHER (see the class text)."""
+        out = []
+        for n, a in zip(self.looks, self.alphas):
+            kind = TWO
+            if self.either and n and 2 * min_p(n, n, True) <= a:
+                kind = EITHER
+            elif self.paired and n and min_p(n, n, True) <= a:
+                kind = PAIRS
+            out.append((kind, a))
+        return tuple(out)
 
     @property
     def min_pairs(self) -> int:
@@ -322,12 +371,13 @@ class Design:
 
     def as_dict(self) -> dict:
         return {"looks": list(self.looks), "alpha": self.alpha, "margin": self.margin, "paired": self.paired,
-                "rule": self.rule, "headline_share": self.headline_share, "alphas": list(self.alphas),
-                "pairs_at": [p for p, _ in self.plan]}
+                "either": self.either, "rule": self.rule, "headline_share": self.headline_share,
+                "alphas": list(self.alphas), "tests": [k for k, _ in self.plan]}
 
 
 def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: float = ALPHA,
-           margin: float = MARGIN, paired: bool = False, rule: str = "bh", spend: tuple | None = None) -> Design:
+           margin: float = MARGIN, paired: bool = False, rule: str = "bh", spend: tuple | None = None,
+           either: bool = False) -> Design:
     """At most n_looks looks from min_pairs to max_pairs pairs, evenly spaced. The first look must be
     able to call one metric at its alpha (4 + 4 launches reach 2/70 at best, more than 5 % / 3)."""
     if not 1 <= min_pairs <= max_pairs:
@@ -340,7 +390,7 @@ def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: flo
     looks = sorted({round(min_pairs + i * (max_pairs - min_pairs) / max(1, n - 1)) for i in range(n)})
     if spend is not None and (len(spend) != len(looks) or any(not x > 0 for x in spend)):
         raise ValueError(f"spend: one positive part per look ({len(looks)})")
-    d = Design(tuple(int(x) for x in looks), alpha, margin, paired, rule, HEADLINE_SHARE, spend)
+    d = Design(tuple(int(x) for x in looks), alpha, margin, paired, rule, HEADLINE_SHARE, spend, either)
     first = d.alphas[0]
     if len(d.looks) > 1 and min_p(min_pairs, min_pairs) > first:
         need = next(m for m in range(1, 64) if min_p(m, m) <= first)
@@ -400,12 +450,16 @@ def _paired_values(m: Metric, look: int):
     return [out[0][i] for i in common], [out[1][i] for i in common]
 
 
-def _test_at(m: Metric, look: int | None, paired: bool) -> RatioTest | None:
-    if paired and look is not None:
+def _test_at(m: Metric, look: int | None, kind: str):
+    """The metric's test at a look: `kind` pairs, two samples or either (EitherTest); pairs need the
+    pair indices (else two samples)."""
+    two = two_sample_test(_up_to(m.baseline, m.baseline_pairs, look), _up_to(m.other, m.other_pairs, look))
+    if kind != TWO and look is not None:
         pv = _paired_values(m, look)
-        if pv is not None and len(pv[0]) >= 1:
-            return paired_test(*pv)
-    return two_sample_test(_up_to(m.baseline, m.baseline_pairs, look), _up_to(m.other, m.other_pairs, look))
+        pairs = paired_test(*pv) if pv is not None and len(pv[0]) >= 1 else None
+        if pairs is not None:
+            return pairs if kind == PAIRS or two is None else EitherTest(pairs, two)
+    return two
 
 
 def _has_pairs(m: Metric) -> bool:
@@ -421,11 +475,11 @@ def sequential_calls(metrics: Sequence[Metric], d: Design = Design()) -> list[Ca
     look over every launch at the whole alpha, as two samples."""
     weights = headline_weights([m.headline for m in metrics], d.headline_share)
     staged = d.looks != (0,)
-    schedule = list(zip(d.looks, d.plan)) if staged else [(None, (False, d.alpha))]
+    schedule = list(zip(d.looks, d.plan)) if staged else [(None, (TWO, d.alpha))]
     calls: list[Call] = [Call(NO_VERDICT, why="not compared")] * len(metrics)
     done = [False] * len(metrics)
-    for j, (look, (paired, a_j)) in enumerate(schedule, start=1):
-        tests = [None if done[i] else _test_at(m, look, paired) for i, m in enumerate(metrics)]
+    for j, (look, (kind, a_j)) in enumerate(schedule, start=1):
+        tests = [None if done[i] else _test_at(m, look, kind) for i, m in enumerate(metrics)]
         p = [(1.0 if calls[i].verdict == SAME else 0.0) if done[i] else 1.0 if t is None else t.p
              for i, t in enumerate(tests)]
         levels = family_levels(p, a_j, weights, d.rule)

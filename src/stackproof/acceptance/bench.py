@@ -21,8 +21,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from stackproof.errors import InputError, StackproofError
 from stackproof.paths import REPO
+from stackproof.report.rows import cases_from_report, perf_rows
 
 RUNS = {"vendor": ["commodity", "vendor"], "aa": ["commodity", "commodity-copy"],
         "worse": ["commodity", "commodity-slow"]}
@@ -50,11 +53,38 @@ def verdicts(report: dict) -> list[tuple[str, str, str]]:
     return out
 
 
+def pair_spreads(rfm_report: dict, report: dict) -> list[dict]:
+    """Per verdict metric of a run (report.json), the spread within a pair of launches: the median over
+    the pairs of |log(other / baseline)|, in % (docs/performance.md: an A/A run's spread is what the
+    launches themselves vary; a comparison cannot decide differences much smaller than it)."""
+    stacks = [s for s in (report.get("stacks") or []) if isinstance(s, str)]
+    if len(stacks) < 2:
+        return []
+    _, cases = cases_from_report(rfm_report, None, "run")
+    rows = {(r.case, r.var): r for r in perf_rows(cases)}
+    out = []
+    for v in report.get("verdicts") or []:
+        r = rows.get((v.get("case"), v.get("var")))
+        if r is None:
+            continue
+        by = [dict(zip(r.repeats.get(s) or [], r.samples.get(s) or [])) for s in stacks[:2]]
+        common = [i for i in by[0] if isinstance(i, int) and i in by[1] and by[0][i] > 0 and by[1][i] > 0]
+        if not common:
+            continue
+        logs = np.abs([np.log(by[1][i] / by[0][i]) for i in common])
+        out.append({"case": r.case, "var": r.var, "headline": bool(v.get("headline")), "pairs": len(common),
+                    "spread_pct": round(float(np.median(logs)) * 100, 2),
+                    "max_pct": round(float(np.max(logs)) * 100, 2)})
+    return sorted(out, key=lambda x: (not x["headline"], x["case"], x["var"]))
+
+
 def summarize(run: str, out: Path) -> dict:
     """One run's figures from its report directory (summary.json, reframe-report.json, report.json)."""
     summary = _load(out / "summary.json")
-    timing = (_load(out / "reframe-report.json").get("stackproof") or {}).get("timing") or {}
-    calls = verdicts(_load(out / "report.json"))
+    rfm = _load(out / "reframe-report.json")
+    timing = (rfm.get("stackproof") or {}).get("timing") or {}
+    report = _load(out / "report.json")
+    calls = verdicts(report)
     count = Counter(c if c in CALLS else "not measured" for _, _, c in calls)
     launch_s, launches = float(timing.get("launch_s") or 0), int(timing.get("launches") or 0)
     bench_s = launches * float(timing.get("target_s") or 0)
@@ -64,7 +94,8 @@ def summarize(run: str, out: Path) -> dict:
             "looks": [{k: lk.get(k) for k in ("pairs", "decided", "metrics", "wall_s", "skipped")}
                       for lk in timing.get("looks") or []],
             "calls": dict(count), "metrics": [{"case": c, "var": v, "call": k} for c, v, k in calls],
-            "failed_steps": [s["step"] for s in summary.get("steps") or [] if not s.get("ok")]}
+            "failed_steps": [s["step"] for s in summary.get("steps") or [] if not s.get("ok")],
+            "spreads": pair_spreads(rfm, report)}
 
 
 def markdown(rows: list[dict]) -> str:
@@ -78,6 +109,12 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         lines += ["", f"## {r['run']}: every metric", "", "| case | metric | call |", "|---|---|---|"]
         lines += [f"| {m['case']} | {m['var']} | {m['call']} |" for m in r["metrics"]]
+        if r.get("spreads"):
+            lines += ["", f"## {r['run']}: spread within a pair (median |log ratio| over the pairs)", "",
+                      "| case | metric | headline | pairs | spread | largest |", "|---|---|---|---:|---:|---:|"]
+            lines += [f"| {s['case']} | {s['var']} | {'yes' if s['headline'] else 'no'} | {s['pairs']} | "
+                      f"{s['spread_pct']:.1f} %{' (over 5 %)' if s['headline'] and s['spread_pct'] > 5 else ''} | "
+                      f"{s['max_pct']:.1f} % |" for s in r["spreads"]]
     return "\n".join(lines) + "\n"
 
 

@@ -28,7 +28,8 @@ def slug(*parts) -> str:
 def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str], baseline: str,
                xlim: tuple[int, int], path: Path, limits: dict | None = None, design=None) -> Path:
     """series: {stack: {bytes: [values]}}; one colour per stack, the same in every figure; limits:
-    {stack: memory-copy bandwidth} drawn as dashed lines (the physical limit of on-node bandwidth)."""
+    {stack: DRAM-sized memory-copy bandwidth} drawn as dashed lines (the bound of on-node bandwidth for
+    messages beyond the caches; cache-sized ones are compared with a same-size copy in the report's table)."""
     import numpy as np
 
     from stackproof.report.verdict import ONE_LOOK, judge
@@ -45,10 +46,10 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
         ax.fill_between(x, [min(v) for _, v in pts], [max(v) for _, v in pts], color=colours[stack], alpha=0.2)
     limits = limits or {}
     if limits and len({round(v, 6) for v in limits.values()}) == 1:      # one node, one limit
-        ax.axhline(next(iter(limits.values())), color="0.3", ls="--", lw=1.1, label="memory copy (same run)")
+        ax.axhline(next(iter(limits.values())), color="0.3", ls="--", lw=1.1, label="DRAM-sized memory copy (same run)")
     else:
         for stack, lim in sorted(limits.items()):
-            ax.axhline(lim, color=colours.get(stack, "0.3"), ls="--", lw=1.1, label=f"memory copy ({stack})")
+            ax.axhline(lim, color=colours.get(stack, "0.3"), ls="--", lw=1.1, label=f"DRAM-sized memory copy ({stack})")
     better = "lower" if kind == "latency" else "higher"   # OSU/NetPIPE: a latency or a bandwidth curve
     base = series.get(baseline, {})
     for stack in [s for s in stacks if s in series and s != baseline]:

@@ -1,0 +1,182 @@
+"""Simulated stack comparisons with the metrics, spreads and correlations measured on this host, for
+the statistics tests (test_comparison_sim.py) and the tables of docs/performance.md.
+
+The host model (tests/data/comparison/host.json, estimated from a real A/A run of `make
+bench-acceptance` by `python tests/comparison_sim.py estimate RUN_DIR [VENDOR_RUN_DIR]`):
+- metrics: each verdict metric of the run (check, case, var, headline, better) with `sigma`, the
+  launch-to-launch spread on log values within a pair (robust: 1.4826 MAD of the pairs' log ratios
+  / sqrt 2), `order` (what being the second launch of a pair adds, on log values) and `ratio`, the
+  ratio the real comparison (vendor / commodity) measured, for the power;
+- corr: the correlation of the metrics' per-pair log ratios within one check (metrics of one
+  launch move together: HPCC's come from one run);
+- tau: per check, the spread of a pair's level around the run's (the host's slow spells cover both
+  launches of a pair: two samples see it, pairs cancel it); spells: how often a launch starts a slow
+  spell, how long it lasts in launches and how slow it is (2-4x seen here).
+
+A simulated comparison draws, per check, 2 x max_pairs launches in time order (pairs alternating A B,
+B A as `make acceptance` launches them), every metric of a launch from a correlated normal on log
+values, plus the pair's level, the spell the launch falls in and the order effect; then runs
+stackproof.comparison.sequential_calls over all metrics at once, as the report does.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from stackproof.comparison import BETTER, WORSE, Design, Metric, sequential_calls
+
+HOST = Path(__file__).parent / "data" / "comparison" / "host.json"
+
+
+def load_host(path: Path = HOST) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _groups(host: dict) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, m in enumerate(host["metrics"]):
+        out.setdefault(m["case"], []).append(i)
+    return out
+
+
+def _chol(corr: np.ndarray) -> np.ndarray:
+    w, v = np.linalg.eigh((corr + corr.T) / 2)
+    return v @ np.diag(np.sqrt(np.clip(w, 1e-9, None)))          # nearest positive semi-definite factor
+
+
+def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = True):
+    """(baseline, other): arrays [pairs, metrics] of launch values (times 1 at the run's median)."""
+    metrics = host["metrics"]
+    n = len(metrics)
+    sigma = np.array([m["sigma"] for m in metrics])
+    order = np.array([m.get("order", 0.0) for m in metrics])
+    slower = np.array([1.0 if m["better"] == "lower" else -1.0 if m["better"] == "higher" else 0.0 for m in metrics])
+    corr = np.array(host["corr"])
+    a, b = np.zeros((pairs, n)), np.zeros((pairs, n))
+    p_spell, length, (lo, hi) = host["spells"]["start"], host["spells"]["length"], host["spells"]["factor"]
+    for case, idx in _groups(host).items():
+        idx = np.array(idx)
+        z = (_chol(corr[np.ix_(idx, idx)]) @ rng.standard_normal((len(idx), 2 * pairs))).T * sigma[idx]
+        slow, left, f = np.zeros(2 * pairs), 0, 0.0
+        for t in range(2 * pairs):
+            if spells and left == 0 and rng.random() < p_spell:
+                left, f = length, np.log(rng.uniform(lo, hi))
+            if left:
+                slow[t], left = f, left - 1
+        level = rng.standard_normal(pairs) * host["tau"].get(case, 0.0)
+        for i in range(pairs):
+            first, second = 2 * i, 2 * i + 1
+            x = z[first] + (slow[first] + level[i]) * slower[idx]
+            y = z[second] + (slow[second] + level[i]) * slower[idx] + order[idx]
+            if i % 2:                                  # B A: the other stack launched first
+                x, y = y, x
+            a[i, idx], b[i, idx] = x, y + log_ratio[idx]
+    return np.exp(a), np.exp(b)
+
+
+def compare(host: dict, design: Design, log_ratio, runs: int, seed: int, spells: bool = True) -> list[list]:
+    """`runs` simulated comparisons: each a list of Calls, one per metric."""
+    rng = np.random.default_rng(seed)
+    log_ratio = np.asarray(log_ratio, dtype=float)
+    idx = list(range(design.max_pairs))
+    out = []
+    for _ in range(runs):
+        a, b = launches(rng, host, design.max_pairs, log_ratio, spells)
+        ms = [Metric(a[:, k], b[:, k], idx, idx, m["better"], None, m["headline"])
+              for k, m in enumerate(host["metrics"])]
+        out.append(sequential_calls(ms, design))
+    return out
+
+
+def any_call_rate(runs: list[list], among=None) -> float:
+    """The share of comparisons with at least one better / worse call (among: metric indices)."""
+    pick = range(len(runs[0])) if among is None else among
+    return float(np.mean([any(calls[k].verdict in (BETTER, WORSE) for k in pick) for calls in runs]))
+
+
+def found(runs: list[list]) -> np.ndarray:
+    """Per metric, the share of comparisons calling it better or worse."""
+    return np.mean([[c.verdict in (BETTER, WORSE) for c in calls] for calls in runs], axis=0)
+
+
+def decided_share(runs: list[list], among) -> float:
+    """Mean share of the `among` metrics decided (better, worse, no difference; higher, lower)."""
+    from stackproof.comparison import decided
+    return float(np.mean([np.mean([decided(calls[k].verdict) for k in among]) for calls in runs]))
+
+
+# ---- estimating the host model from real runs -------------------------------------------------------
+
+def _pairs(run_dir: Path):
+    """{(case, var): (better, headline, {index: (a, b)})} of a run's verdict metrics."""
+    from stackproof.report.rows import cases_from_report, perf_rows
+    report = json.loads((run_dir / "report.json").read_text())
+    doc = json.loads((run_dir / "reframe-report.json").read_text())
+    stacks = report["stacks"]
+    _, cases = cases_from_report(doc, None, str(run_dir))
+    rows = {(r.case, r.var): r for r in perf_rows(cases)}
+    out = {}
+    for v in report["verdicts"]:
+        r = rows.get((v["case"], v["var"]))
+        if r is None or not all(r.samples.get(s) for s in stacks[:2]):
+            continue
+        by = [dict(zip(r.repeats[s], r.samples[s])) for s in stacks[:2]]
+        common = sorted(i for i in by[0] if isinstance(i, int) and i in by[1] and by[0][i] > 0 and by[1][i] > 0)
+        out[(r.case, r.var)] = (r.better, bool(v.get("headline")), {i: (by[0][i], by[1][i]) for i in common})
+    return out
+
+
+def estimate(aa_dir: Path, real_dir: Path | None = None) -> dict:
+    """The host model from an A/A run (and the ratios of a real comparison, for the power)."""
+    aa = _pairs(aa_dir)
+    real = _pairs(real_dir) if real_dir else {}
+    metrics, d = [], {}
+    for (case, var), (better, head, pairs) in sorted(aa.items()):
+        if len(pairs) < 4 or better not in ("higher", "lower"):
+            continue
+        idx = sorted(pairs)
+        lr = np.array([np.log(pairs[i][1] / pairs[i][0]) for i in idx])
+        sign = np.array([1.0 if i % 2 == 0 else -1.0 for i in idx])     # A B pairs: b is second
+        order = float(np.median(lr * sign))
+        resid = lr - order * sign
+        sigma = float(1.4826 * np.median(np.abs(resid - np.median(resid))) / np.sqrt(2)) or 1e-4
+        levels = np.array([np.log(pairs[i][0] * pairs[i][1]) / 2 for i in idx])
+        rp = real.get((case, var))
+        ratio = float(np.median([b / a for a, b in rp[2].values()])) if rp and rp[2] else None
+        metrics.append({"case": case, "var": var, "headline": head, "better": better, "sigma": round(sigma, 5),
+                        "order": round(order, 5), "ratio": ratio, "_lr": resid, "_idx": idx, "_levels": levels})
+        d[(case, var)] = metrics[-1]
+    n = len(metrics)
+    corr = np.eye(n)
+    for i in range(n):
+        for j in range(i + 1, n):
+            mi, mj = metrics[i], metrics[j]
+            if mi["case"] != mj["case"]:
+                continue
+            common = [k for k in mi["_idx"] if k in mj["_idx"]]
+            x = [mi["_lr"][mi["_idx"].index(k)] for k in common]
+            y = [mj["_lr"][mj["_idx"].index(k)] for k in common]
+            if len(common) >= 4 and np.std(x) > 0 and np.std(y) > 0:
+                corr[i, j] = corr[j, i] = round(float(np.corrcoef(x, y)[0, 1]), 3)
+    tau = {}
+    for m in metrics:
+        lv = m["_levels"] * (1 if m["better"] == "lower" else -1)
+        spread = float(1.4826 * np.median(np.abs(lv - np.median(lv))))
+        tau[m["case"]] = round(max(tau.get(m["case"], 0.0), float(np.sqrt(max(0.0, spread ** 2 - m["sigma"] ** 2 / 2)))), 5)
+    for m in metrics:
+        for k in ("_lr", "_idx", "_levels"):
+            del m[k]
+    return {"source": {"aa": str(aa_dir), "real": str(real_dir) if real_dir else None},
+            "metrics": metrics, "corr": corr.round(3).tolist(), "tau": tau,
+            "spells": {"start": 0.04, "length": 8, "factor": [2.0, 4.0]}}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "estimate":
+        print(json.dumps(estimate(Path(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) > 3 else None), indent=1))
+    else:
+        print("usage: python tests/comparison_sim.py estimate AA_RUN_DIR [REAL_RUN_DIR]", file=sys.stderr)
+        sys.exit(2)
