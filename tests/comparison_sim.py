@@ -47,19 +47,25 @@ def _chol(corr: np.ndarray) -> np.ndarray:
     return v @ np.diag(np.sqrt(np.clip(w, 1e-9, None)))          # nearest positive semi-definite factor
 
 
-def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = True):
+def factors(host: dict) -> dict:
+    """Per check, a factor L of its metrics' correlation (L L^T = corr)."""
+    corr = np.array(host["corr"])
+    return {case: _chol(corr[np.ix_(idx, idx)]) for case, idx in _groups(host).items()}
+
+
+def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = True, chol: dict | None = None):
     """(baseline, other): arrays [pairs, metrics] of launch values (times 1 at the run's median)."""
     metrics = host["metrics"]
+    chol = chol if chol is not None else factors(host)
     n = len(metrics)
     sigma = np.array([m["sigma"] for m in metrics])
     order = np.array([m.get("order", 0.0) for m in metrics])
     slower = np.array([1.0 if m["better"] == "lower" else -1.0 if m["better"] == "higher" else 0.0 for m in metrics])
-    corr = np.array(host["corr"])
     a, b = np.zeros((pairs, n)), np.zeros((pairs, n))
     p_spell, length, (lo, hi) = host["spells"]["start"], host["spells"]["length"], host["spells"]["factor"]
     for case, idx in _groups(host).items():
         idx = np.array(idx)
-        z = (_chol(corr[np.ix_(idx, idx)]) @ rng.standard_normal((len(idx), 2 * pairs))).T * sigma[idx]
+        z = (chol[case] @ rng.standard_normal((len(idx), 2 * pairs))).T * sigma[idx]
         slow, left, f = np.zeros(2 * pairs), 0, 0.0
         for t in range(2 * pairs):
             if spells and left == 0 and rng.random() < p_spell:
@@ -82,9 +88,9 @@ def compare(host: dict, design: Design, log_ratio, runs: int, seed: int, spells:
     rng = np.random.default_rng(seed)
     log_ratio = np.asarray(log_ratio, dtype=float)
     idx = list(range(design.max_pairs))
-    out = []
+    out, chol = [], factors(host)
     for _ in range(runs):
-        a, b = launches(rng, host, design.max_pairs, log_ratio, spells)
+        a, b = launches(rng, host, design.max_pairs, log_ratio, spells, chol)
         ms = [Metric(a[:, k], b[:, k], idx, idx, m["better"], None, m["headline"])
               for k, m in enumerate(host["metrics"])]
         out.append(sequential_calls(ms, design))

@@ -213,10 +213,17 @@ def _verdict_cell(v: dict) -> tuple[str, str]:
 
 def _launches(v: dict) -> str:
     n = v.get("n") or [0, 0]
-    text = f"{n[0]} pairs" if v.get("paired") else f"{n[0]} + {n[1]}"
-    if v.get("decide_pairs"):
-        text += f" (about {v['decide_pairs']} pairs would decide)"
-    return text
+    return f"{n[0]} pairs" if v.get("paired") else f"{n[0]} + {n[1]}"
+
+
+def metric_label(r: dict) -> str:
+    """What a reader calls the metric: the check without "Benchmark", its parameters' values, the
+    variable, its unit and direction (HPCC ci: hpl (Gflop/s, higher is better))."""
+    check, *params = r["case"].split()
+    name = check[:-len("Benchmark")] if check.endswith("Benchmark") and len(check) > 9 else check
+    values = [p.split("=", 1)[1] for p in params if "=" in p]
+    return (f"{name}{' ' + ', '.join(values) if values else ''}: {r['var']} "
+            f"({r['unit'] or 'no unit'}, {_better_text(r['better'])})")
 
 
 def _table(ctx: Context, rows: list[dict], others: list[str], caption: str) -> Table:
@@ -229,8 +236,7 @@ def _table(ctx: Context, rows: list[dict], others: list[str], caption: str) -> T
     first = others[0] if others else None
     rank = {c: i for i, c in enumerate(ORDER)}
     for r in sorted(rows, key=lambda r: rank.get(_call(r["vs"][first]), 99) if first else 0):
-        cells = [f"{r['case']}: {r['var']} ({r['unit'] or 'no unit'}, {_better_text(r['better'])})"
-                 + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}")]
+        cells = [metric_label(r) + ("" if r["system"] == _only_system(ctx) else f" @{r['system']}")]
         for o in others:
             v = r["vs"][o]
             if _call(v) == "not measured":
