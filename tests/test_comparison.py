@@ -141,3 +141,21 @@ def test_no_difference_and_what_was_seen():
     # too few launches for any interval
     few = sequential_calls([Metric([1.0, 1.1], [2.0, 2.1])], Design(looks=(0,)))[0]
     assert few.verdict == NO_VERDICT and "too few" in few.why
+
+
+def test_only_the_looks_that_ran_are_judged():
+    """A run that stopped after its first look (the budget) is judged at that look only, on its pairs and
+    its alpha: judging the same launches again at looks that never ran could change a call after the
+    check stopped for it."""
+    idx = list(range(10))
+    b = [1.0, 1.01, 0.99, 1.0, 1.02, 1.0, 1.01, 0.99, 1.0, 1.02]
+    o = [x * 1.04 for x in b]
+    m = [Metric(b, o, idx, idx, "lower") for _ in range(3)]
+    full = sequential_calls(m, Design())
+    first = sequential_calls(m, Design(ran=1))
+    assert all(c.look <= 3 for c in full) and all(c.look == 1 and c.n == (5, 5) for c in first)
+    assert Design(ran=1).as_dict()["looks_run"] == 1
+    from stackproof.report.stats import design_from
+    assert design_from(Design(ran=2).as_dict()).ran == 2
+    with pytest.raises(ValueError):
+        design_from({**Design().as_dict(), "looks_run": 4})

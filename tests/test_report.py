@@ -75,7 +75,7 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     assert "[How the calls are made](#how-the-calls-are-made)" in md and "## How the calls are made" in md
     # the verdict is the report's first section
     assert md.split("\n## ")[1].startswith("Verdict")
-    amg_line = next(l for l in md.splitlines() if l.startswith("| AMGBenchmark"))
+    amg_line = next(l for l in md.splitlines() if l.startswith("| AMG "))
     assert "| 1.3 [no interval] |" in amg_line   # one run per stack: the ratio is shown, no verdict is called
     assert "no verdict: too few launches (1 and 1 launches)" in amg_line
     # failures are named with their reason

@@ -351,6 +351,12 @@ class Design:
     headline_share: float = HEADLINE_SHARE
     spend: tuple | None = None
     either: bool = False
+    ran: int | None = None          # looks that ran (None: all): later looks' alphas stay unspent
+
+    @property
+    def schedule(self) -> tuple:
+        """(pairs, test, alpha_j) of each look that ran."""
+        return tuple((n, kind, a) for n, (kind, a) in zip(self.looks, self.plan))[:self.ran]
 
     @property
     def alphas(self) -> tuple:
@@ -383,7 +389,8 @@ class Design:
     def as_dict(self) -> dict:
         return {"looks": list(self.looks), "alpha": self.alpha, "margin": self.margin, "paired": self.paired,
                 "either": self.either, "rule": self.rule, "headline_share": self.headline_share,
-                "alphas": list(self.alphas), "tests": [k for k, _ in self.plan]}
+                "alphas": list(self.alphas), "tests": [k for k, _ in self.plan],
+                **({"looks_run": self.ran} if self.ran is not None else {})}
 
 
 def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: float = ALPHA,
@@ -483,13 +490,15 @@ def sequential_calls(metrics: Sequence[Metric], d: Design = Design()) -> list[Ca
     metrics at that look's alpha (a metric decided at an earlier look enters as rejected, p = 0, when
     it was called different, else as not rejected, p = 1); a metric stops at its first decided look.
     A metric without pair indices is tested on all its launches at every look; looks == (0,) is one
-    look over every launch at the whole alpha, as two samples."""
+    look over every launch at the whole alpha, as two samples. Only the looks that ran are judged
+    (Design.ran): the same launches judged again at a look that did not run would let a metric's
+    call change after its check stopped for it."""
     weights = headline_weights([m.headline for m in metrics], d.headline_share)
     staged = d.looks != (0,)
-    schedule = list(zip(d.looks, d.plan)) if staged else [(None, (TWO, d.alpha))]
+    schedule = list(d.schedule) if staged else [(None, TWO, d.alpha)]
     calls: list[Call] = [Call(NO_VERDICT, why="not compared")] * len(metrics)
     done = [False] * len(metrics)
-    for j, (look, (kind, a_j)) in enumerate(schedule, start=1):
+    for j, (look, kind, a_j) in enumerate(schedule, start=1):
         tests = [None if done[i] else _test_at(m, look, kind) for i, m in enumerate(metrics)]
         p = [(1.0 if calls[i].verdict == SAME else 0.0) if done[i] else 1.0 if t is None else t.p
              for i, t in enumerate(tests)]

@@ -239,7 +239,7 @@ def compare_stacks(target: Target, env: dict, out: Path, design: Design, budget_
         offsets.append(done_pairs)
         done_pairs = pairs
         merged = merge_reports(docs, offsets)
-        open_, n_dec, n = undecided_checks(merged, stacks, design)
+        open_, n_dec, n = undecided_checks(merged, stacks, replace(design, ran=i))
         looks.append({"index": i, "pairs": pairs, "pairs_added": add, "wall_s": round(wall, 1),
                       "rc": max(rcs), "sessions": [{"order": o, "repeats": [done_pairs - add + k for k in keep]}
                                                    for o, keep in sessions],

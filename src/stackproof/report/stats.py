@@ -52,4 +52,11 @@ def design_from(d: dict | None) -> Design:
     if not (isinstance(spend, list) and len(spend) == len(looks)
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1 for x in spend)):
         spend = None
-    return Design(tuple(looks), float(alpha), float(margin), paired, rule, spend=tuple(spend) if spend else None)
+    ran = d.get("looks_run")
+    if ran is not None and (isinstance(ran, bool) or not isinstance(ran, int) or not 0 <= ran <= len(looks)):
+        raise ValueError(f"design: looks_run must be an integer in 0..{len(looks)}")
+    either = d.get("either", False)
+    if not isinstance(either, bool):
+        raise ValueError("design: either must be true or false")
+    return Design(tuple(looks), float(alpha), float(margin), paired, rule, spend=tuple(spend) if spend else None,
+                  either=either, ran=ran)
