@@ -36,7 +36,7 @@ May import: nothing of stackproof (a basic module).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Sequence
 
@@ -337,8 +337,8 @@ def family_levels(pvalues: Sequence[float], alpha: float, weights: Sequence[floa
 @dataclass(frozen=True)
 class Design:
     """The sequential design of a comparison: pairs of launches (A B, B A, ...) are added in looks,
-    `looks` the cumulative pairs per stack at each; `spend` the part of alpha each look uses (equal
-    parts by default). The test at each look (`plan`): two samples (Mann-Whitney) by default; with
+    `looks` the cumulative pairs per stack at each; `spend` the part of alpha each look uses (half to
+    the first look by default, see alphas). The test at each look (`plan`): two samples (Mann-Whitney) by default; with
     `paired`, pairs (signed-rank) at a look whose pairs can reach its alpha (few pairs reach little
     pair by pair: 8 pairs 2/256 at best, where 8 + 8 launches reach 2/12870); with `either`, both
     tests at half the alpha each (EitherTest) where the pairs can reach that. looks == (0,): one look
@@ -360,8 +360,11 @@ class Design:
 
     @property
     def alphas(self) -> tuple:
-        """alpha_j of each look (they add up to alpha)."""
-        parts = self.spend or (1.0,) * len(self.looks)
+        """alpha_j of each look (they add up to alpha). By default the first look gets half of alpha and
+        the later ones share the rest: the first look is the one every run makes (later ones only while
+        the budget allows) and its 5 + 5 launches reach only 2/252, where 8 + 8 reach 2/12870."""
+        n = len(self.looks)
+        parts = self.spend or ((n - 1,) + (1,) * (n - 1) if n > 1 else (1,))
         total = float(sum(parts))
         return tuple(self.alpha * x / total for x in parts)
 
@@ -395,9 +398,10 @@ class Design:
 
 def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: float = ALPHA,
            margin: float = MARGIN, paired: bool = False, rule: str = "bh", spend: tuple | None = None,
-           either: bool = False) -> Design:
-    """At most n_looks looks from min_pairs to max_pairs pairs, evenly spaced. The first look must be
-    able to call one metric at its alpha (4 + 4 launches reach 2/70 at best, more than 5 % / 3)."""
+           either: bool = True) -> Design:
+    """At most n_looks looks from min_pairs to max_pairs pairs, evenly spaced; by default (`either`) each
+    look with enough pairs takes the better of both tests (EitherTest). The first look must be able to
+    call one metric at its alpha (4 + 4 launches reach 2/70 at best, more than 2.5 %)."""
     if not 1 <= min_pairs <= max_pairs:
         raise ValueError(f"pairs: need 1 <= min ({min_pairs}) <= max ({max_pairs})")
     if not 0 < alpha < 1 or not 0 < margin < 1:
@@ -410,6 +414,8 @@ def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: flo
         raise ValueError(f"spend: one positive part per look ({len(looks)})")
     d = Design(tuple(int(x) for x in looks), alpha, margin, paired, rule, HEADLINE_SHARE, spend, either)
     first = d.alphas[0]
+    if paired or either is False:
+        d = replace(d, either=False)
     if len(d.looks) > 1 and min_p(min_pairs, min_pairs) > first:
         need = next(m for m in range(1, 64) if min_p(m, m) <= first)
         raise ValueError(f"{min_pairs} pairs cannot reach the first look's alpha {100 * first:.2f} %: "

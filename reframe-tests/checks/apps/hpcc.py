@@ -3,10 +3,12 @@
 the vendor stack, OpenBLAS for the commodity one), so the comparison measures the math library too.
 
 Sizes: `size` picks the HPL matrix order from `hpl_n` (HPCC derives the other tests' sizes from it);
-`ci` (N = 4000) gives HPL about 0.4 s of its own compute per run on 2 cores here (at N = 1000 it was
-0.008 s, at the mercy of any daemon wake-up: docs/performance.md), and HPL solves it `hpl_repeat`
-times in the launch, reported as the median run (StarDGEMM and STREAM have no such knob: DGEMM is one
-call sized from the same memory, STREAM the best of its own 10 passes). The input file hpccinf.txt is written into the
+`ci` (N = 2000) is solved `hpl_repeat` (10) times in the launch, about a second of HPL's own compute
+on 2 cores here, reported as the median run (at N = 1000, once, HPL timed 0.008 s, at the mercy of
+any daemon wake-up). HPCC sizes its other tests from N: at N = 4000 MPIRandomAccess alone took 2-8 s
+per launch and the launch 14-26 s, more than a 10-minute comparison can pay (docs/performance.md).
+StarDGEMM and STREAM have no repetition knob: DGEMM is one call sized from the same memory, STREAM the
+best of its own 10 passes. The input file hpccinf.txt is written into the
 stage directory (P x Q: the most square grid of the ranks). Output: hpccoutf.txt, parsed by
 stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark (skipped, saying how to build
 it, when the stack has none). Repeated STACKPROOF_REPEAT times.
@@ -41,9 +43,9 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     repeat_index = repeats()
     size = parameter(['ci'], loggable=True)
     #: HPL matrix order per size (HPCC sizes PTRANS, STREAM, RandomAccess and FFT from the same memory)
-    hpl_n = variable(typ.Dict[str, int], value={'ci': 4000, 'node': 20000})
+    hpl_n = variable(typ.Dict[str, int], value={'ci': 2000, 'node': 20000})
     #: HPL runs of the same problem in one launch (inner repetitions; `hpl` is their median)
-    hpl_repeat = variable(int, value=3, loggable=True)
+    hpl_repeat = variable(int, value=10, loggable=True)
     block = variable(int, value=96, loggable=True)
     #: nodes and ranks per node (0: one per core)
     nodes = variable(int, value=1)

@@ -189,22 +189,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     pairs = p.add_mutually_exclusive_group()
     pairs.add_argument("--paired", action="store_true",
                        help="compare pair by pair (signed-rank on each pair's ratio) at a look whose pairs can reach "
-                            "its alpha; by default every look compares the stacks' launches as two samples "
-                            "(Mann-Whitney), which reaches the small levels of a whole report's error control")
-    pairs.add_argument("--either", action="store_true",
-                       help="both tests at every look whose pairs can reach half its alpha, each at half of it "
-                            "(pairs cancel the host's slow spells, two samples reach smaller p-values)")
-    pairs.add_argument("--unpaired", action="store_true", help="two samples at every look (the default)")
+                            "its alpha, else as two samples")
+    pairs.add_argument("--unpaired", action="store_true",
+                       help="two samples (Mann-Whitney) at every look; by default a look whose pairs can reach half "
+                            "its alpha takes the better of both tests, each at half of it (pairs cancel the host's "
+                            "slow spells, two samples reach smaller p-values with few launches)")
     p.add_argument("--rule", choices=RULES, default="bh",
                    help="the error control over all metrics at each look: bh (Benjamini-Hochberg, default) or "
                         "holm")
     p.add_argument("--repeat", type=int, metavar="N",
-                   help="a fixed number of pairs, one look at 95 %% (--min-pairs N --max-pairs N --looks 1)")
+                   help="a fixed number of pairs, one look at the whole 5 %% (--min-pairs N --max-pairs N --looks 1)")
     p.add_argument("--margin", type=float, default=0.05,
                    help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
-    p.add_argument("--budget-min", type=float, default=8.0,
+    p.add_argument("--budget-min", type=float, default=7.0,
                    help="wall-clock budget of the stack comparison in minutes: no look starts that would end "
-                        "after it (default 8; 0: none)")
+                        "after it (default 7: with the node checks, hunts and report about 3 more minutes, the "
+                        "whole run stays inside 10; 0: none)")
     p.add_argument("--target-s", type=float, default=2.0, help="time target of one benchmark launch (default 2 s)")
     p.add_argument("--full-sweep", action="store_true", help="OSU: every message size, not only the verdict's")
     p.add_argument("--node-repeat", type=int, default=int(os.environ.get("STACKPROOF_REPEAT") or 3),
@@ -224,7 +224,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.looks = 1
     try:
         args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin,
-                             paired=args.paired, rule=args.rule, either=args.either)
+                             paired=args.paired, rule=args.rule, either=not (args.paired or args.unpaired))
     except ValueError as exc:
         p.error(str(exc))
     if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
