@@ -14,6 +14,7 @@ import pytest
 
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import read_bench_provenance
+from stackproof.reframe import session
 from stackproof.reframe.reports import merge_reports
 from stackproof.report.stats import design
 
@@ -266,3 +267,10 @@ def test_the_verdict_states_the_error_rate_of_the_whole_comparison(tmp_path):
             "stacks get any better or worse call at most 5 % of the time. [How the calls are made]") in md
     assert "looks after 5 pairs (alpha 2.50 %), 8 pairs (alpha 1.25 %), 10 pairs (alpha 1.25 %)" in md
     assert data["design"]["rule"] == "bh" and data["design"]["looks"] == [5, 8, 10]
+
+
+def test_reframe_runs_below_the_jobs_priority():
+    """ReFrame's sessions (and the squeue/sbatch it forks) run at nice 19, so its polling yields the
+    host's cores to the benchmark ranks slurmd starts at normal priority."""
+    rc, lines = session.run_session(["nice"], on_line=lambda line: None, nice=suite.HARNESS_NICE)
+    assert rc == 0 and int(lines[0]) == min(19, os.nice(0) + suite.HARNESS_NICE)

@@ -3,7 +3,7 @@ Laplacian, the kernel the AMG benchmark wraps. Built per stack by `stackproof st
 Debian's source archive with the stack's MPI and BLAS/LAPACK (stack benchmark `hypre_ij`).
 
 Sizes: `size` picks the grid per rank from `grid_per_rank` (the global grid is that times the process
-grid -P, MPI_Dims_create-style); `ci` (72^3 points per rank) gives the solve about a second of its own
+grid -P, MPI_Dims_create-style); `ci` (64^3 points per rank) gives the solve about a second of its own
 compute on 2 cores here, and the setup as much (at 40^3 the solve took 0.16-0.21 s: docs/performance.md);
 ij has no inner repetitions. Performance: setup and solve
 wall-clock times (s) and the iteration count; the final relative residual must reach the tolerance.
@@ -23,7 +23,7 @@ class HypreBoomerAMG(StackCheck, rfm.RunOnlyRegressionTest):
     repeat_index = repeats()
     size = parameter(['ci'], loggable=True)
     #: grid points per rank (x, y, z) for each size
-    grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [72, 72, 72], 'node': [100, 100, 100]})
+    grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [64, 64, 64], 'node': [100, 100, 100]})
     tolerance = variable(float, value=1e-8, loggable=True)
     nodes = variable(int, value=1)
     tasks_per_node = variable(int, value=0)

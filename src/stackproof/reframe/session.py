@@ -210,12 +210,14 @@ def _echo(line: str) -> None:
     sys.stdout.flush()
 
 
-def run_session(cmd: list[str], env: dict | None = None, on_line: Callable[[str], None] = _echo) -> tuple[int, list[str]]:
+def run_session(cmd: list[str], env: dict | None = None, on_line: Callable[[str], None] = _echo,
+                nice: int = 0) -> tuple[int, list[str]]:
     """One ReFrame session: (exit status, its output lines), each line handed to `on_line` as it comes.
     It runs in its own process group, so a signal reaches it only through stop_sessions(), in order
-    (ReFrame first cancels its jobs and writes its report)."""
+    (ReFrame first cancels its jobs and writes its report); `nice` > 0 lowers its CPU priority (and
+    that of what it forks) by that much."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None)
     _running.append(proc)          # stays listed when interrupted: stop_sessions() ends it
     lines = []
     for line in proc.stdout:
