@@ -52,7 +52,7 @@ lint-python: venv
 test: build lint-python $(TEST_TARGETS) test-python
 
 # ACCEPTANCE_ARGS: e.g. --stack commodity --stack commodity-next --baseline commodity
-#   --min-pairs 5 --max-pairs 10 --looks 3 [--unpaired] --margin 0.05 --budget-min 8 --target-s 2 [--full-sweep]
+#   --min-pairs 5 --max-pairs 10 --looks 3 [--paired|--unpaired] [--rule bh|holm] --margin 0.05 --budget-min 7 --target-s 2 [--full-sweep]
 # (docs/performance.md "The verdict in looks"). Ctrl-C stops the ReFrame session and the test cluster.
 acceptance: build
 	@$(PY) -m stackproof.acceptance $(ACCEPTANCE_ARGS)

@@ -47,6 +47,7 @@ MIN_LEVEL = 0.90      # below this no interval is reported (too few launches)
 ALPHA = 0.05          # the chance of any false better / worse call over a whole comparison
 MARGIN = 0.05         # default equivalence margin: no difference within +-5 %
 HEADLINE_SHARE = 0.8  # the part of alpha the headline metrics share (the rest: secondary metrics)
+FIRST_LOOK_SHARE = 0.8  # the part of alpha the first look uses (the later looks share the rest)
 RULES = ("bh", "holm")
 
 TWO, PAIRS, EITHER = "two samples", "pairs", "either"
@@ -337,7 +338,7 @@ def family_levels(pvalues: Sequence[float], alpha: float, weights: Sequence[floa
 @dataclass(frozen=True)
 class Design:
     """The sequential design of a comparison: pairs of launches (A B, B A, ...) are added in looks,
-    `looks` the cumulative pairs per stack at each; `spend` the part of alpha each look uses (half to
+    `looks` the cumulative pairs per stack at each; `spend` the part of alpha each look uses (80 % to
     the first look by default, see alphas). The test at each look (`plan`): two samples (Mann-Whitney) by default; with
     `paired`, pairs (signed-rank) at a look whose pairs can reach its alpha (few pairs reach little
     pair by pair: 8 pairs 2/256 at best, where 8 + 8 launches reach 2/12870); with `either`, both
@@ -360,11 +361,17 @@ class Design:
 
     @property
     def alphas(self) -> tuple:
-        """alpha_j of each look (they add up to alpha). By default the first look gets half of alpha and
-        the later ones share the rest: the first look is the one every run makes (later ones only while
-        the budget allows) and its 5 + 5 launches reach only 2/252, where 8 + 8 reach 2/12870."""
+        """alpha_j of each look (they add up to alpha). By default the first look gets FIRST_LOOK_SHARE
+        (80 %) and the later ones share the rest equally: the first look is the one every run makes (a
+        10-minute run on a 2-core host makes no other: docs/performance.md) and its 5 + 5 launches reach
+        only p = 2/252, where 8 + 8 reach 2/12870, far below even 0.5 % shared among the metrics."""
         n = len(self.looks)
-        parts = self.spend or ((n - 1,) + (1,) * (n - 1) if n > 1 else (1,))
+        if self.spend:
+            parts = self.spend
+        elif n > 1:
+            parts = (FIRST_LOOK_SHARE,) + ((1 - FIRST_LOOK_SHARE) / (n - 1),) * (n - 1)
+        else:
+            parts = (1.0,)
         total = float(sum(parts))
         return tuple(self.alpha * x / total for x in parts)
 
@@ -401,7 +408,7 @@ def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: flo
            either: bool = True) -> Design:
     """At most n_looks looks from min_pairs to max_pairs pairs, evenly spaced; by default (`either`) each
     look with enough pairs takes the better of both tests (EitherTest). The first look must be able to
-    call one metric at its alpha (4 + 4 launches reach 2/70 at best, more than 2.5 %)."""
+    call one metric at its alpha (3 + 3 launches reach 2/20 at best, more than 4 %)."""
     if not 1 <= min_pairs <= max_pairs:
         raise ValueError(f"pairs: need 1 <= min ({min_pairs}) <= max ({max_pairs})")
     if not 0 < alpha < 1 or not 0 < margin < 1:

@@ -297,7 +297,8 @@ def main(argv=None) -> int:
         cluster.down(quiet=True)
     total = time.monotonic() - t_start
     header = (f"Stacks {', '.join(args.stack)} (baseline {args.baseline}); looks after "
-              f"{', '.join(map(str, args.design.looks))} pairs ({'pair by pair' if args.design.paired else 'two samples'}), "
+              f"{', '.join(map(str, args.design.looks))} pairs ({', '.join(k for k, _ in args.design.plan)}; "
+              f"alpha {' + '.join(f'{100 * a:g} %' for a in args.design.alphas)}, {args.design.rule} over all metrics), "
               f"margin ±{100 * args.margin:g} %, "
               f"{args.target_s:g} s per launch. Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x "
               f"{nt.cores_per_socket} cores x {nt.threads_per_core} PUs), corespec "
