@@ -1,8 +1,8 @@
 """Simulated stack comparisons with the metrics, spreads and correlations measured on this host, for
 the statistics tests (test_comparison_sim.py) and the tables of docs/performance.md.
 
-The host model (tests/data/comparison/host.json, estimated from a real A/A run of `make
-bench-acceptance` by `python tests/comparison_sim.py estimate RUN_DIR [VENDOR_RUN_DIR]`):
+The host model (tests/data/comparison/host.json, estimated from real A/A runs of `make bench-acceptance`
+by `python tests/comparison_sim.py estimate AA_RUN_DIR... real=VENDOR_RUN_DIR`):
 - metrics: each verdict metric of the run (check, case, var, headline, better) with `sigma`, the
   launch-to-launch spread on log values within a pair (robust: 1.4826 MAD of the pairs' log ratios
   / sqrt 2), `order` (what being the second launch of a pair adds, on log values) and `ratio`, the
@@ -10,8 +10,9 @@ bench-acceptance` by `python tests/comparison_sim.py estimate RUN_DIR [VENDOR_RU
 - corr: the correlation of the metrics' per-pair log ratios within one check (metrics of one
   launch move together: HPCC's come from one run);
 - tau: per check, the spread of a pair's level around the run's (the host's slow spells cover both
-  launches of a pair: two samples see it, pairs cancel it); spells: how often a launch starts a slow
-  spell, how long it lasts in launches and how slow it is (2-4x seen here).
+  launches of a pair: two samples see it, pairs cancel it); spells: how often a launch is slow beyond
+  the normal spread (1.4x or more off its partner, past 4 sigma), how long a slow spell lasts in
+  launches and how slow it is.
 
 A simulated comparison draws, per check, 2 x max_pairs launches in time order (pairs alternating A B,
 B A as `make acceptance` launches them), every metric of a launch from a correlated normal on log
@@ -135,9 +136,14 @@ def _pairs(run_dir: Path):
     return out
 
 
-def estimate(aa_dir: Path, real_dir: Path | None = None) -> dict:
-    """The host model from an A/A run (and the ratios of a real comparison, for the power)."""
-    aa = _pairs(aa_dir)
+def estimate(aa_dirs: list[Path], real_dir: Path | None = None) -> dict:
+    """The host model from A/A runs, their pairs pooled (and the ratios of a real comparison, for the
+    power). A pair's index keeps its run's parity (even: A B, odd: B A)."""
+    aa: dict = {}
+    for r, d in enumerate(aa_dirs):
+        for key, (better, head, pairs) in _pairs(d).items():
+            entry = aa.setdefault(key, (better, head, {}))
+            entry[2].update({100 * r + i: v for i, v in pairs.items()})
     real = _pairs(real_dir) if real_dir else {}
     metrics, d = [], {}
     for (case, var), (better, head, pairs) in sorted(aa.items()):
@@ -172,17 +178,55 @@ def estimate(aa_dir: Path, real_dir: Path | None = None) -> dict:
         lv = m["_levels"] * (1 if m["better"] == "lower" else -1)
         spread = float(1.4826 * np.median(np.abs(lv - np.median(lv))))
         tau[m["case"]] = round(max(tau.get(m["case"], 0.0), float(np.sqrt(max(0.0, spread ** 2 - m["sigma"] ** 2 / 2)))), 5)
+    # slow launches beyond the normal spread (one launch of a pair 1.4x or more off its partner, past 4
+    # sigma): how often a launch is one, and how slow (a spell of one launch)
+    out_n, out_f, launches = 0, [], 0
+    for m in metrics:
+        big = np.abs(m["_lr"])[np.abs(m["_lr"]) > max(4 * m["sigma"], np.log(1.4))]
+        out_n, out_f, launches = out_n + len(big), out_f + list(big), launches + 2 * len(m["_lr"])
+    spells = {"start": round(out_n / max(1, launches), 4), "length": 1,
+              "factor": [1.4, round(float(np.exp(np.max(out_f))), 2) if out_f else 1.4]}
     for m in metrics:
         for k in ("_lr", "_idx", "_levels"):
             del m[k]
-    return {"source": {"aa": str(aa_dir), "real": str(real_dir) if real_dir else None},
-            "metrics": metrics, "corr": corr.round(3).tolist(), "tau": tau,
-            "spells": {"start": 0.04, "length": 8, "factor": [2.0, 4.0]}}
+    return {"source": {"aa": [str(d) for d in aa_dirs], "real": str(real_dir) if real_dir else None},
+            "metrics": metrics, "corr": corr.round(3).tolist(), "tau": tau, "spells": spells}
+
+
+def table(host: dict, runs_aa: int = 2000, runs_real: int = 300) -> str:
+    """The docs' simulation table (docs/performance.md): per design, the A/A any-call rate and the power
+    on the real comparison's ratios."""
+    from dataclasses import replace
+
+    from stackproof.comparison import design
+    m = len(host["metrics"])
+    head = [i for i, x in enumerate(host["metrics"]) if x["headline"]]
+    ratio = np.log([x.get("ratio") or 1.0 for x in host["metrics"]])
+    rows = ["| design | A/A: any better / worse (of %d) | A/A, no slow launches | vendor ratios: headline decided | "
+            "headline with a difference of 20 %% or more called |" % runs_aa, "|---|---:|---:|---:|---:|"]
+    big = [i for i in head if abs(ratio[i]) >= np.log(1.2)]
+    for name, d in (("default (looks 5, 8, 10; 80 % of alpha at the first; BH)", design()),
+                    ("equal alphas over the looks", design(spend=(1, 1, 1))),
+                    ("Holm instead of BH", design(rule="holm")),
+                    ("pairs (signed-rank) where they reach the look's alpha", design(paired=True)),
+                    ("only the first look (the 7-minute budget here)", replace(design(), ran=1))):
+        aa = compare(host, d, np.zeros(m), runs_aa, seed=31)
+        quiet = compare(host, d, np.zeros(m), runs_aa // 2, seed=32, spells=False)
+        real = compare(host, d, ratio, runs_real, seed=33)
+        share = found(real)
+        rows.append(f"| {name} | {100 * any_call_rate(aa):.1f} % | {100 * any_call_rate(quiet):.1f} % | "
+                    f"{100 * decided_share(real, head):.0f} % | "
+                    f"{100 * float(np.mean([share[i] for i in big])) if big else 0:.0f} % of {len(big)} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "estimate":
-        print(json.dumps(estimate(Path(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) > 3 else None), indent=1))
+    if len(sys.argv) == 2 and sys.argv[1] == "table":
+        print(table(load_host()))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "estimate":
+        aa_dirs = [Path(x) for x in sys.argv[2:] if not x.startswith("real=")]
+        real = next((Path(x[5:]) for x in sys.argv[2:] if x.startswith("real=")), None)
+        print(json.dumps(estimate(aa_dirs, real), indent=1))
     else:
-        print("usage: python tests/comparison_sim.py estimate AA_RUN_DIR [REAL_RUN_DIR]", file=sys.stderr)
+        print("usage: python tests/comparison_sim.py estimate AA_RUN_DIR... [real=REAL_RUN_DIR] | table", file=sys.stderr)
         sys.exit(2)
