@@ -268,13 +268,14 @@ def verdict_section(ctx: Context) -> Section:
                              if rest else ""))
     d = ctx.design
     text.append(Para(f"Method: {_method_short(d)}.", "method", "How the calls are made"))
-    missing = unmeasured_benchmarks(ctx)
-    if missing:
-        text.append(f"Measured by no stack (see Skipped and Failed checks): {', '.join(missing)}.")
     if not rows:
         text.append("No metric was measured by two stacks: there is nothing to compare.")
+    missing = unmeasured_benchmarks(ctx)
+    missing_text = f"Measured by no stack (see Skipped and Failed checks): {', '.join(missing)}." if missing else ""
     if rest:
-        tables.append(_table(ctx, rest, others, "Secondary metrics, under the same error control"))
+        tables.append(_table(ctx, rest, others, "Secondary metrics, under the same error control. " + missing_text))
+    elif missing_text:
+        text.append(missing_text)
     return Section("Verdict", text=text, tables=tables, anchor="verdict")
 
 
@@ -283,7 +284,9 @@ def _method_short(d: Design) -> str:
     if d.looks == (0,):
         when = "one look over every launch"
     else:
-        when = f"looks after {', '.join(map(str, d.looks))} pairs of launches"
+        ran = len(d.schedule)
+        when = (f"looks after {', '.join(map(str, d.looks))} pairs of launches"
+                + ("" if ran == len(d.looks) else f" (this run made {ran}: the budget allowed no more)"))
     return (f"exact distribution-free intervals of each ratio, {rule} over all metrics at each of {when}; "
             f"identical stacks get any better or worse call at most {100 * d.alpha:.0f} % of the time")
 
