@@ -173,3 +173,39 @@ def test_pairs_are_judged_by_their_repeat_index():
     assert c2.verdict == "inconclusive"
     gap, = sequential_calls([Metric(base, other[:3] + other[4:], idx, [0, 1, 2, 4, 5, 6, 7, 8, 9], "lower")], d)
     assert gap.verdict == "worse" and gap.n == (6, 6) and gap.look == 1      # 6 pairs reach 2/64 <= 4 %
+
+
+def test_the_first_screen_is_the_answer(tmp_path):
+    """One sentence of counts, the headline table with the decided rows first (worse, better, no
+    difference, then inconclusive, which says what it could have seen), the method in one line linking
+    to its own section, the secondary metrics after; report.json marks each row headline or not."""
+    vals = {"worse": ([1.0, 1.01, 0.99, 1.02, 1.0], [2.0, 2.02, 1.98, 2.01, 2.03]),
+            "better": ([1.0, 1.01, 0.99, 1.02, 1.0], [0.5, 0.51, 0.49, 0.5, 0.52]),
+            "same": ([1.0, 1.001, 0.999, 1.002, 1.0], [1.001, 1.0, 1.002, 0.999, 1.001]),
+            "noisy": ([1.0, 1.5, 0.7, 1.2, 0.9], [1.1, 0.6, 1.4, 0.8, 1.3])}
+    tcs = []
+    for stack, k in (("commodity", 0), ("vendor", 1)):
+        for i in range(5):
+            tcs.append({"name": f"HPCC %repeat_index={i}", "display_name": f"HPCC %repeat_index={i}",
+                        "system": "s", "partition": "p", "environ": stack, "stack": stack, "result": "pass",
+                        "perf_better": {"noisy": "lower", "same": "lower", "worse": "lower", "better": "lower",
+                                        "extra": "lower"},
+                        "perf_headline": ["noisy", "same", "worse", "better"],
+                        "perfvalues": {**{f"s:p:{v}": [x[k][i], 0, None, None, "s"] for v, x in vals.items()},
+                                       "s:p:extra": [vals["noisy"][k][i], 0, None, None, "s"]}})
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"session_info": {"uuid": "u", "stack": "commodity+vendor"}, "runs": [{"testcases": tcs}]}))
+    data = build(load_run(str(p)), tmp_path / "out", "t")
+    md = (tmp_path / "out" / "report.md").read_text()
+    verdict = md.split("## Verdict")[1].split("\n## ")[0]
+    lines = [l for l in verdict.splitlines() if l.startswith("| HPCC")]
+    assert [l.split("|")[1].split(":")[1].split()[0] for l in lines] == ["worse", "better", "same", "noisy", "extra"]
+    assert "| worse |" in lines[0] and "| better |" in lines[1] and "| no difference |" in lines[2]
+    assert "inconclusive: no difference larger than" in lines[3]
+    first = verdict.strip().splitlines()
+    assert first[0].startswith("vendor against commodity: 4 headline metrics: 1 worse, 1 better, 1 no difference, "
+                               "1 inconclusive; 1 secondary: 1 inconclusive.")
+    assert first[1].startswith("Method: ") and first[1].endswith("[How the calls are made](#how-the-calls-are-made)")
+    assert verdict.index("Headline metrics") < verdict.index("Secondary metrics")
+    assert {r["var"]: r["headline"] for r in data["verdicts"]} == {"worse": True, "better": True, "same": True,
+                                                                 "noisy": True, "extra": False}
