@@ -209,3 +209,47 @@ def test_the_first_screen_is_the_answer(tmp_path):
     assert verdict.index("Headline metrics") < verdict.index("Secondary metrics")
     assert {r["var"]: r["headline"] for r in data["verdicts"]} == {"worse": True, "better": True, "same": True,
                                                                  "noisy": True, "extra": False}
+
+
+def test_no_row_exceeds_the_copy_it_is_compared_with(tmp_path):
+    """Issue 34 (e): an on-node bandwidth is set against a memory copy of its own size (a 1 MiB message
+    against the cache-resident 1 MiB copy), never against a copy it cannot meet; with the numbers of this host's vendor run (a 1 MiB bibw of 23 GB/s, above the
+    21 GB/s DRAM copy and far below the 78 GB/s cache-resident one) no row reaches 100 %, and nothing in
+    the report is called a limit."""
+    perf = {"MemoryBandwidth": {"copy_bw": (20_595.0, "MB/s"), "copy_bw_1MiB": (77_609.0, "MB/s")},
+            "OSUBenchmark %benchmark=osu_bibw %buffers=host": {"bw_1048576B": (23_031.0, "MB/s")},
+            "NetPIPE": {"bw_1MiB": (22_446.0, "MB/s"), "lat_8B": (2.4, "us")}}
+    better = {"MemoryBandwidth": {"copy_bw*": "higher"}, "NetPIPE": {"lat_*": "lower", "bw_*": "higher"},
+              "OSUBenchmark %benchmark=osu_bibw %buffers=host": {"bw_*": "higher"}}
+    md, data = _bandwidth_report(tmp_path / "both", perf, better)
+    section = md.split("## Bandwidth against a memory copy of the same size")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| benchmark")]
+    assert len(rows) == 4, section                  # 2 bandwidths x 2 stacks
+    for case, var, stack, median, copy, which, fraction, _ in rows:
+        assert which == "1 MiB copy (in cache)", (var, which)
+        value, bound = (float(x.replace(",", "")) for x in (median, copy))
+        assert value < bound and float(fraction.rstrip(" %")) < 100, (case, var, stack, median, copy, fraction)
+    assert "limit" not in md.lower() and "limit" not in (tmp_path / "both" / "report" / "report.html").read_text().lower()
+    assert data["copy_bw"]["vendor@s:p"] == {"dram": pytest.approx(20_595.0 * 1.02),
+                                             "1048576": pytest.approx(77_609.0 * 1.02)}
+    # a MemoryBandwidth that measured only the DRAM-sized copy (a site's older check): the 1 MiB
+    # messages beat it, and their rows say that copy is no bound at their size
+    perf["MemoryBandwidth"] = {"copy_bw": (20_595.0, "MB/s")}
+    md, _ = _bandwidth_report(tmp_path / "dram", perf, better)
+    section = md.split("## Bandwidth against a memory copy of the same size")[1].split("\n## ")[0]
+    over = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| benchmark")]
+    assert len(over) == 4 and all("DRAM-sized copy (not a bound at this size" in line for line in over), section
+
+
+def _bandwidth_report(out, perf, better):
+    tcs = [{"name": f"{check} %repeat_index={i}", "display_name": f"{check} %repeat_index={i}", "system": "s",
+            "partition": "p", "environ": stack, "stack": stack, "result": "pass", "perf_better": better[check],
+            "perfvalues": {f"s:p:{var}": [v * (1 + 0.01 * i) * (0.9 if stack == "commodity" else 1.0), 0, None, None, u]
+                           for var, (v, u) in vars_.items()}}
+           for stack in ("commodity", "vendor") for i in range(5) for check, vars_ in perf.items()]
+    out.mkdir(parents=True)
+    p = out / "r.json"
+    p.write_text(json.dumps({"session_info": {"uuid": "u", "stack": "commodity+vendor"}, "runs": [{"testcases": tcs}]}))
+    data = build(load_run(str(p)), out / "report", "t")
+    return (out / "report" / "report.md").read_text(), data

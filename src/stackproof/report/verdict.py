@@ -417,6 +417,8 @@ def bandwidth_fraction_section(ctx: Context) -> Section | None:
                 mine = {b: float(np.median(v)) for b, v in pooled.items()}
                 src = "other stacks" if mine else None
             lim, which = _copy_for(mine or {}, size)
+            if lim and med >= lim:        # e.g. a site's MemoryBandwidth without the cache-resident copy
+                which += " (not a bound at this size: no copy of the message's size measured)"
             rows.append([r.case, r.var, s, fmt(med), fmt(lim) if lim else ("not measured", "nm"),
                          which if lim else "-", f"{100 * med / lim:.1f} %" if lim else "-", src or "-"])
     if not rows:
@@ -426,7 +428,8 @@ def bandwidth_fraction_section(ctx: Context) -> Section | None:
             "like STREAM Copy): a cache-resident copy for messages that fit in cache (copy_bw_1MiB), the DRAM-sized "
             "copy (copy_bw, 64 MiB) for larger ones. Moving a message reads and writes each of its bytes at least "
             "once, so an MPI bandwidth stays below the copy's figure (at most half of it where the MPI library "
-            "copies as fast as memcpy): the bound the fraction is taken of."]
+            "copies as fast as memcpy): the bound the fraction is taken of. A row whose copy is no bound for its size (no copy of "
+            "that size measured) says so."]
     if not copies:
         text.append("No MemoryBandwidth check ran, so the fraction is not measured.")
     return Section("Bandwidth against a memory copy of the same size", text=text, anchor="membw", tables=[
