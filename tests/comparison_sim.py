@@ -9,8 +9,8 @@ by `python tests/comparison_sim.py estimate AA_RUN_DIR... real=VENDOR_RUN_DIR`):
   ratio the real comparison (vendor / commodity) measured, for the power;
 - corr: the correlation of the metrics' per-pair log ratios within one check (metrics of one
   launch move together: HPCC's come from one run);
-- tau: per check, the spread of a pair's level around the run's (the host's slow spells cover both
-  launches of a pair: two samples see it, pairs cancel it); spells: how often a launch is slow beyond
+- tau: per metric (and per check, the largest), the spread of a pair's level around the run's (the
+  host's slow spells cover both launches of a pair: two samples see it, pairs cancel it); spells: how often a launch is slow beyond
   the normal spread (1.4x or more off its partner, past 4 sigma), how long a slow spell lasts in
   launches and how slow it is.
 
@@ -62,6 +62,9 @@ def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = 
     sigma = np.array([m["sigma"] for m in metrics])
     order = np.array([m.get("order", 0.0) for m in metrics])
     slower = np.array([1.0 if m["better"] == "lower" else -1.0 if m["better"] == "higher" else 0.0 for m in metrics])
+    # a pair's level moves the metrics of one check together, each by its own spread (the check's where
+    # the model has none per metric)
+    tau = np.array([m.get("tau", host["tau"].get(m["case"], 0.0)) for m in metrics])
     a, b = np.zeros((pairs, n)), np.zeros((pairs, n))
     p_spell, length, (lo, hi) = host["spells"]["start"], host["spells"]["length"], host["spells"]["factor"]
     for case, idx in _groups(host).items():
@@ -73,11 +76,11 @@ def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = 
                 left, f = length, np.log(rng.uniform(lo, hi))
             if left:
                 slow[t], left = f, left - 1
-        level = rng.standard_normal(pairs) * host["tau"].get(case, 0.0)
+        level = rng.standard_normal(pairs)
         for i in range(pairs):
             first, second = 2 * i, 2 * i + 1
-            x = z[first] + (slow[first] + level[i]) * slower[idx]
-            y = z[second] + (slow[second] + level[i]) * slower[idx] + order[idx]
+            x = z[first] + (slow[first] + level[i] * tau[idx]) * slower[idx]
+            y = z[second] + (slow[second] + level[i] * tau[idx]) * slower[idx] + order[idx]
             if i % 2:                                  # B A: the other stack launched first
                 x, y = y, x
             a[i, idx], b[i, idx] = x, y + log_ratio[idx]
@@ -156,6 +159,8 @@ def estimate(aa_dirs: list[Path], real_dir: Path | None = None) -> dict:
         resid = lr - order * sign
         sigma = float(1.4826 * np.median(np.abs(resid - np.median(resid))) / np.sqrt(2)) or 1e-4
         levels = np.array([np.log(pairs[i][0] * pairs[i][1]) / 2 for i in idx])
+        run = np.array([i // 100 for i in idx])        # each level around its own run's (runs may differ)
+        levels = levels - np.array([np.median(levels[run == r]) for r in run])
         rp = real.get((case, var))
         ratio = float(np.median([b / a for a, b in rp[2].values()])) if rp and rp[2] else None
         metrics.append({"case": case, "var": var, "headline": head, "better": better, "sigma": round(sigma, 5),
@@ -177,7 +182,8 @@ def estimate(aa_dirs: list[Path], real_dir: Path | None = None) -> dict:
     for m in metrics:
         lv = m["_levels"] * (1 if m["better"] == "lower" else -1)
         spread = float(1.4826 * np.median(np.abs(lv - np.median(lv))))
-        tau[m["case"]] = round(max(tau.get(m["case"], 0.0), float(np.sqrt(max(0.0, spread ** 2 - m["sigma"] ** 2 / 2)))), 5)
+        m["tau"] = round(float(np.sqrt(max(0.0, spread ** 2 - m["sigma"] ** 2 / 2))), 5)
+        tau[m["case"]] = max(tau.get(m["case"], 0.0), m["tau"])
     # slow launches beyond the normal spread (one launch of a pair 1.4x or more off its partner, past 4
     # sigma): how often a launch is one, and how slow (a spell of one launch)
     out_n, out_f, launches = 0, [], 0
