@@ -218,9 +218,14 @@ def test_local_identity_mismatch_names_the_stack_and_fix(local_run):
 def test_local_missing_benchmark_skips_naming_stack_and_fix(local_run):
     _, proc, cases = local_run
     assert case(cases, "AMGBenchmark %code=amg %size=ci", "fake-bad")["result"] == "skip"
-    assert case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-wrong")["result"] == "skip"
+    wrong = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-wrong")
+    assert wrong["result"] == "skip"
     assert "stack fake-wrong provides no amg2023 (" in proc.stdout
     assert "build it with `stackproof stack build fake-wrong`" in proc.stdout
+    # the JSON report keeps the reason too (SkipReason), so the report never lacks one
+    assert "stack fake-wrong provides no amg2023 (" in wrong["skip_reason"]
+    skipped = [c for c in cases if c["result"] == "skip"]
+    assert skipped and all(c["skip_reason"] for c in skipped), [c["display_name"] for c in skipped]
 
 
 def test_local_mpi_hello_every_stack(local_run):

@@ -22,7 +22,8 @@ sanity function:
 What a check may declare, as plain class variables: `perf_better` (the direction of each performance
 variable, read by the report), `perf_headline` (its headline metrics: the verdict's first table),
 `perf_margin` (equivalence margins beside the direction), `reference_file`, `records_identity`, `under_profile`, `noise_daemon`;
-a performance check repeated as separate launches declares `repeat_index = repeats()`.
+a performance check repeated as separate launches declares `repeat_index = repeats()`. Every skip
+(the base's and the check's own `self.skip(...)`) keeps its message as `skip_reason` in the JSON report.
 """
 import os
 
@@ -99,6 +100,9 @@ class StackCheck(rfm.RegressionTestPlugin):
     #: the MPI library each rank really ran with (rank 0's), from the identity probe
     mpi_library = variable(str, value='', loggable=True)
     mpi_library_path = variable(str, value='', loggable=True)
+    #: why the check was skipped ('' when it was not), set by skip(): ReFrame prints a skip's message
+    #: but keeps none in its JSON report, which the report (and anyone after the run) reads
+    skip_reason = variable(str, value='', loggable=True)
 
     def verify(self):
         """The check's own sanity conditions, called after the identity probe's: True, a deferred
@@ -181,6 +185,11 @@ class StackCheck(rfm.RegressionTestPlugin):
             self.perf_variables = {name: sn.make_performance_function(lambda v=v: v, unit)
                                    for name, (v, unit) in values.items()}
         return True
+
+    def skip(self, msg=None):
+        """ReFrame's skip (also behind skip_if), keeping the message as the loggable `skip_reason`."""
+        self.skip_reason = str(msg) if msg else f'{type(self).__name__} skipped itself without a message'
+        super().skip(msg)
 
     # ---- for the check's own code ----------------------------------------------------------------------
     @property

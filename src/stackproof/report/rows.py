@@ -170,8 +170,9 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
             reason = (tc.get("skip_reason")
                       or skip_reasons.get((tc.get("hashcode"), f"{tc.get('system')}:{tc.get('partition')}",
                                            tc.get("environ")))
-                      or "ReFrame recorded no reason (its JSON report keeps no skip message and no log file "
-                         "was found)")
+                      or "the reason is not in this report: ReFrame's JSON keeps no skip message, the check "
+                         "recorded none (stackproof checks keep it as skip_reason) and no log of the run "
+                         "was found; its output's [ SKIP ] line has it")
         stack = label or (tc.get("stack") if isinstance(tc.get("stack"), str) and tc.get("stack") else None) \
             or tc.get("environ") or "?"
         out.append(Case(stack=stack, name=strip_repeat(display), check=display.split()[0], params=params,
