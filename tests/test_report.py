@@ -67,7 +67,10 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     rows = {(r["stack"], r["profile"]): r for r in data["noise"]}
     assert rows[("commodity", "corespec")]["std_ratio"] == pytest.approx(0.1 / 5.0)
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "| commodity | site:cpu | none | corespec |" in md
+    # Table IV opens the node checks: the paper's columns, the ratio to baseline and one sentence per row
+    node = md.split("\n## Node checks")[1].split("\n## ")[0]
+    assert "| no daemon | corespec | 1 | 0.0050 | 0.0060 | 2.505 | 0.0001 |" in node
+    assert "- corespec, no daemon: no verdict on std (too few launches" in node
     # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
     # here: a plot per benchmark and the table)
     assert "osu_latency" in md and "osu_allreduce" in md

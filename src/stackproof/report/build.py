@@ -7,13 +7,13 @@ from pathlib import Path
 
 from stackproof.errors import StackproofError
 from stackproof.noise.scale.render import MEANING, loggp_line, slowdown_table
-from stackproof.report.measures import curves_section, noise_rows, noise_section
+from stackproof.report.measures import curves_section, node_section, noise_rows
 from stackproof.report.render import write
 from stackproof.report.rows import Case, load_run, load_session, perf_rows, resolve_labels, sessions_of
 from stackproof.report.sections import (EXTRA_SECTIONS, Context, Section, Table, failed_section, identity_section,
                        references_section, skipped_section, summary_section)
 from stackproof.report.stats import design_from
-from stackproof.report.verdict import bandwidth_fraction_section, method_section, node_checks_section, verdict_section
+from stackproof.report.verdict import bandwidth_fraction_section, method_section, verdict_section
 from stackproof.report.runinfo import provenance_section, run_info, timing_section
 
 
@@ -75,9 +75,9 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
         raise StackproofError(f"{sessions[0].origin}: stackproof.{exc}") from None
     ctx = Context(cases=cases, rows=perf_rows(cases), stacks=stacks, baseline=baseline, img=img, notes=notes,
                   design=design, run_info=info)
-    builders = [verdict_section, method_section, provenance_section, timing_section, node_checks_section,
+    builders = [verdict_section, method_section, provenance_section, timing_section, node_section,
                 lambda c: summary_section(c, sessions), identity_section,
-                bandwidth_fraction_section, curves_section, noise_section, who_stole_the_time_section,
+                bandwidth_fraction_section, curves_section, who_stole_the_time_section,
                 noise_at_scale_section, skipped_section, failed_section, references_section]
     sections = []
     for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):

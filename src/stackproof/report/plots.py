@@ -108,9 +108,12 @@ def fwq_plots(rows: list[dict], outdir: Path) -> list[tuple[str, Path]]:
         if not traces:
             continue
         s = slug("fwq", stack, system, sig)
-        plots.append((f"FWQ samples per core, {stack} on {system}, injected signature {sig}",
-                      plot.plot_compare(traces, outdir / f"{s}-scatter.png")))
-        plots.append((f"FWQ per-core distributions (box plots), {stack} on {system}, injected signature {sig}",
+        what = ", ".join(x for x in (stack, f"on {system}" if system else "") if x)
+        noise_text = {"none": "no injected noise", "daemon-10Hz-2500us": "with the noise daemon (10 Hz x 2.5 ms)",
+                      "10Hz-2500us": "with an in-job injector (10 Hz x 2.5 ms)"}.get(sig, f"injected signature {sig}")
+        plots.append((f"FWQ samples per core, {what}, {noise_text} (one run per configuration: the one with "
+                       "the median std)", plot.plot_compare(traces, outdir / f"{s}-scatter.png")))
+        plots.append((f"FWQ per-core distributions (box plots), {what}, {noise_text}",
                       box_row(traces, outdir / f"{s}-box.png")))
     return plots
 

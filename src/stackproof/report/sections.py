@@ -29,6 +29,7 @@ class Table:
     rows: list[list]          # cells: str, or (str, css class)
     caption: str = ""
     folded: bool = False      # HTML: inside <details>, unfolded on click
+    notes: list[str] = field(default_factory=list)   # sentences right after the table (a list)
 
 
 @dataclass
