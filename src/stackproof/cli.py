@@ -29,7 +29,8 @@ COMMANDS = {
 PROGRAMS = {
     ("acceptance", "run"): ("stackproof.acceptance.driver", "bring up the test cluster, run the acceptance suite, "
                             "write the report"),
-    ("noise", "experiment"): ("stackproof.noise.experiment", "the noise experiment (Table IV, plots)"),
+    ("noise", "experiment"): ("stackproof.acceptance.tableiv", "Table IV as a verdict: the core-specialization "
+                              "profiles against a noise daemon on the test cluster, repeated, with intervals"),
     ("noise", "bench"): ("stackproof.noise.bench", "benchmark the noise analysis (build/fwq/bench.json)"),
 }
 # Commands renamed to `<noun> <verb>`: the old name is an error naming the new one.

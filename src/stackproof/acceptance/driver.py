@@ -7,11 +7,13 @@ profiles; print and write a summary, tear the cluster down.
 
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
-application core, each rank's CPU checked) and the node checks of that profile (FWQ x injected
-signature, core specialization; binding under baseline), one ReFrame session each, with the
-baseline stack; an MPI smoke across 3 namespaced nodes; then the stack comparison in looks
-(suite.py): pairs of launches A B, B A, ... until every metric's verdict is known (docs/performance.md),
-benchmarks sized by time (--target-s per launch). Then the noise hunt, the noise projection and
+application core, each rank's CPU checked) and the node checks of that profile (core
+specialization; binding under baseline), one ReFrame session each, with the baseline stack; an MPI
+smoke across 3 namespaced nodes; then the stack comparison in looks (suite.py): pairs of launches
+A B, B A, ... until every metric's verdict is known (docs/performance.md), benchmarks sized by time
+(--target-s per launch). Then the noise hunt, Table IV (tableiv.py: every profile, the hunt's
+proposal too, with and without a noise daemon and with an in-job injector, in interleaved rounds;
+FWQ per profile is measured there, not in the node-check sessions), the noise projection and
 `stackproof report`. Each step prints `[i/n] step ... ok (s)`, the ReFrame sessions a live line.
 SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,
 one line, exit 128 + signal (130 for SIGINT). Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
@@ -46,7 +48,7 @@ from stackproof.reframe import session
 from stackproof.reframe.reports import merge_reports
 from stackproof.report.stats import RULES, design
 from stackproof.stacks import StackError, load_stack, stack_names
-from stackproof.acceptance import suite
+from stackproof.acceptance import suite, tableiv
 from stackproof.acceptance.provenance import stack_provenance
 
 
@@ -134,9 +136,6 @@ def summary_markdown(results: list[Result], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-# FWQ size for acceptance on a small machine: 50,000 samples of ~7 us quanta (-w 16384) per rank;
-# runs with an injected signature sample for at least 5 signature periods (the check's rule).
-FWQ_SETTINGS = ["-S", "FWQNoise.samples=50000", "-S", "FWQNoise.work=16384"]
 DEFAULT_STACKS = ["commodity", "vendor"]
 
 
@@ -213,7 +212,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--target-s", type=float, default=2.0, help="time target of one benchmark launch (default 2 s)")
     p.add_argument("--full-sweep", action="store_true", help="OSU: every message size, not only the verdict's")
     p.add_argument("--node-repeat", type=int, default=int(os.environ.get("STACKPROOF_REPEAT") or 3),
-                   help="launches of each node check (FWQ, core specialization) per profile (default 3)")
+                   help="launches of each node check (core specialization) per profile (default 3)")
+    p.add_argument("--table-iv-rounds", type=int, default=tableiv.ROUNDS, metavar="N",
+                   help=f"rounds of the Table IV matrix: FWQ runs per profile and noise condition "
+                        f"(default {tableiv.ROUNDS}; docs/noise.md)")
     args = p.parse_args(argv)
     args.stack = args.stack or list(DEFAULT_STACKS)
     args.baseline = args.baseline or args.stack[0]
@@ -234,6 +236,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(str(exc))
     if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
         p.error("--node-repeat >= 1, 0 < --target-s <= 600 and 0 <= --budget-min <= 1440")
+    if not 2 <= args.table_iv_rounds <= 100:
+        p.error("--table-iv-rounds: 2..100")
     return args
 
 
@@ -337,6 +341,9 @@ def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) 
     for prof in ("baseline", "corespec"):
         steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
                       lambda p=prof: _hunt(cluster, out, p)))
+    steps.append((f"Table IV: the profiles against a noise daemon ({args.table_iv_rounds} interleaved rounds)",
+                  lambda: tableiv.acceptance_step(cluster, out, args.table_iv_rounds,
+                                                  out / "hunt" / "baseline" / "proposal" / "profiles.yaml")))
     steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
     steps.append(("report", lambda: _report(out, args.baseline)))
     return steps
@@ -353,7 +360,7 @@ def _rfm_env(cluster: Cluster) -> dict:
 
 def _node_checks(cluster: Cluster, out: Path, args, profile: str, state: dict) -> str:
     doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, args.node_repeat,
-                                     FWQ_SETTINGS)
+                                     [])
     state["node_docs"].append(doc)
     if not doc.get("runs") or suite.failures([doc]):
         raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
@@ -387,6 +394,9 @@ def _merge(out: Path, args, nt, state: dict) -> str:
                                      {**state["costs"], "target_s": args.target_s}),
               "provenance": {s: stack_provenance(s, nt.name, "baseline") for s in args.stack}}
     doc = merge_reports(docs, record=record)
+    # every session's output (its [ SKIP ] lines carry the reasons ReFrame's JSON does not keep)
+    info = doc["session_info"]
+    info["log_files"] = [*(info.get("log_files") or []), str(out / "reframe.log")]
     (out / "reframe-report.json").write_text(json.dumps(doc, indent=1, default=str))
     n = sum(len(r["testcases"]) for r in doc["runs"])
     t = record["timing"]

@@ -30,7 +30,9 @@ SYSTEM = "testcluster:cpu"
 # MPIHello is not repeated in looks: every benchmark records its ranks' MPI library (identity probe).
 STACK_CHECKS = ("NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark",
                 "HPCC", "Hypre", "GPUHealth")
-NODE_CHECKS = ("FWQNoise", "CoreSpecCheck")
+# FWQ per profile is the Table IV matrix (tableiv.py), not a node check: it needs the profiles
+# interleaved in time and the noise daemon switched, which one session per profile cannot do.
+NODE_CHECKS = ("CoreSpecCheck",)
 BASELINE_NODE_CHECKS = ("MpibindBinding",)
 RFM_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP)\s*\]\s*(?:\(\s*(\d+)/(\d+)\)\s+)?(.+?)\s+/\w+\s+@\S+?\+(\S+)")
 

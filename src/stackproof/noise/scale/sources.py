@@ -4,7 +4,9 @@ RUN is one of
   - an FWQ trace file (fwq-mpi / fwq-th output): the noise of one node, one configuration;
   - a ReFrame JSON run report (e.g. reports/acceptance/reframe-report.json), or the directory that
     holds one: its FWQ testcases name their profile (`%profile=...`) and keep `fwq.dat` in their
-    output directory; OSU latency / NetPIPE testcases of the same stack give the LogGP curve.
+    output directory; OSU latency / NetPIPE testcases of the same stack give the LogGP curve. An
+    acceptance report directory keeps its FWQ runs in the Table IV matrix instead (table-iv/runs.json,
+    stackproof.noise.tableiv): per profile the run without a daemon whose std is the median.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
+from stackproof.noise import tableiv
 from stackproof.noise import trace as fwqtrace
 
 REPORT_NAMES = ("reframe-report.json",)
@@ -86,7 +89,29 @@ def load_run(spec: str, stack: str | None = None) -> RunData:
         elif "osu_latency" in name or name.lower().startswith("netpipe"):
             for f in sorted(out.glob("*.out")) if out.is_dir() else []:
                 data.curves.append(("netpipe" if name.lower().startswith("netpipe") else "osu", f))
+    if not data.traces and path.is_dir():
+        data.traces = matrix_traces(path / "table-iv")
     if not data.traces:
         raise StackproofError(f"{report}: no passed FWQ testcase without an injected signature kept its "
-                              f"trace (fwq.dat) for stack {chosen!r}")
+                              f"trace (fwq.dat) for stack {chosen!r}, and no Table IV matrix (table-iv/runs.json)")
     return data
+
+
+def matrix_traces(directory: Path) -> dict[str, Path]:
+    """profile -> the trace of its run without a daemon whose std is the median, from a Table IV
+    matrix directory (runs.json); {} when there is none."""
+    runs_file = directory / "runs.json"
+    if not runs_file.is_file():
+        return {}
+    try:
+        runs = tableiv.runs_from_json(json.loads(runs_file.read_text()))
+    except (OSError, ValueError, InputError) as exc:
+        raise StackproofError(f"{runs_file}: {exc}") from None
+    out = {}
+    for prof in tableiv.profile_order({r.profile for r in runs}):
+        mine = sorted((r for r in runs if r.profile == prof and r.condition == "none" and r.trace), key=lambda r: r.std_us)
+        if mine:
+            rel = Path(mine[len(mine) // 2].trace)
+            if not rel.is_absolute() and ".." not in rel.parts and (directory / rel).is_file():
+                out[prof] = directory / rel
+    return out
