@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stackproof import noise
-from stackproof.acceptance.tableiv import schedule
+from stackproof.acceptance.tableiv import configurations, schedule
 from stackproof.errors import InputError
 from stackproof.noise import tableiv
 from stackproof.noise.synthetic import Source, simulate_core
@@ -115,6 +115,12 @@ def test_a_whole_table_of_identical_profiles_rarely_gets_a_call():
         false += any(c.verdict in ("better", "worse") for r in rows for c in r.calls.values())
     # binomial: at alpha = 5 % the count exceeds 25 of 300 with probability < 3 %
     assert false <= 25, false
+
+
+def test_the_in_job_injector_runs_under_baseline_and_corespec_only():
+    configs = configurations(list(tableiv.PROFILE_ORDER), list(tableiv.CONDITIONS))
+    assert [p for p, c in configs if c == "injected"] == ["baseline", "corespec"]
+    assert len(configs) == 2 * len(tableiv.PROFILE_ORDER) + 2
 
 
 def test_the_schedule_interleaves_and_reverses_every_other_round():

@@ -50,7 +50,7 @@ def _matrix(tmp_path, rounds=6):
         dur = 10.0 + rng.exponential(0.5, (len(cpus), 20000))
         hit = cond == "injected" or (cond == "daemon" and prof in ("baseline", "freecore-last"))
         if hit:
-            dur[0, (np.arange(20000) % 10000) == (seq * 37) % 10000] += 2500.0
+            dur[0, (np.arange(20000) % 10000) == 1 + (seq * 37) % 9999] += 2500.0
         path = noise.write(d / "traces" / f"{prof}-{cond}-r{r}.dat", dur,
                            ranks=[{"rank": i, "cpu": c} for i, c in enumerate(cpus)])
         runs.append(tableiv.reduce_trace(noise.load(path), profile=prof, condition=cond, round=r, seq=seq,

@@ -311,6 +311,19 @@ def most_affected(stats: list[CoreStats]) -> CoreStats:
     return max(stats, key=lambda s: s.std_us)
 
 
+def most_affected_stats(trace, skip_first: int = 1) -> CoreStats:
+    """most_affected(core_stats(trace)) without the detour and period analysis of the other cores:
+    the std of every core, the full statistics of the largest only (a Table IV matrix reduces a
+    trace after every run)."""
+    d_all = trace.durations_us()
+    if trace.nsamples <= skip_first:
+        skip_first = 0
+    i = int(np.argmax(d_all[:, skip_first:].std(axis=1)))
+    quantum = trace.meta.get("quantum_target_ns") or 0
+    return _core_stats_from(d_all[i, skip_first:], trace.starts_us()[i, skip_first:], trace.ranks[i],
+                            quantum / 1e3 if quantum else None)
+
+
 JSON_FIELDS = ("rank", "cpu", "host", "samples", "min_us", "mean_us", "max_us", "std_us", "median_us",
                "percentiles_us", "noise_fraction", "detours", "detour_time_us", "period_ms", "detour_us",
                "period_events", "period_coherence", "period_method", "detour_histogram")

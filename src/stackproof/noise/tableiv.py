@@ -36,7 +36,7 @@ from stackproof import validate
 from stackproof.comparison import (BETTER, INCONCLUSIVE, NO_VERDICT, SAME, WORSE, Call, Design, Metric,
                                    sequential_calls)
 from stackproof.errors import InputError
-from stackproof.noise.stats import core_stats, most_affected
+from stackproof.noise.stats import most_affected_stats
 
 CONDITIONS = ("daemon", "none", "injected")
 CONDITION_LABEL = {
@@ -49,6 +49,7 @@ CONDITION_TEXT = {
     "none": "the node's own noise only",
     "injected": "an injector inside the job's ranks: noise no profile can move",
 }
+INJECTED_PROFILES = ("baseline", "corespec")   # the in-job injector's rows: two show it cannot be moved
 METRICS = ("std", "max", "noise_fraction")       # std: the headline (the paper's Table IV column)
 HEADLINE = "std"
 PROFILE_ORDER = ("baseline", "freecore-first", "freecore-last", "corespec", "clean")
@@ -58,6 +59,11 @@ ALPHA = 0.05
 # [1/1.25, 1.25]. Noise statistics of this VM vary 10-30 % between runs of one configuration
 # (docs/noise.md), so a stack-like 5 % margin could never be reached.
 MARGIN = 0.25
+# FWQ per run (docs/noise.md, "Table IV in every acceptance run": why these suffice for a 10 Hz
+# daemon): 60,000 samples of -w 16384 loop iterations (a 10 us quantum here): 0.6 s, six periods of
+# the daemon, each burst 250 quanta long. The ReFrame check FWQNoise declares the same.
+SAMPLES = 60000
+WORK = 16384
 CPU_LIST = re.compile(r"[0-9,-]{0,256}")
 SIGNATURE_TOLERANCE = 0.1    # a run "shows the signature" when its most affected core's period is within 10 %
 
@@ -92,7 +98,7 @@ class Run:
 def reduce_trace(fwq_trace, **where) -> Run:
     """A run record from an FWQ trace: the most affected core's statistics; `where` gives profile,
     condition, round, seq, t_s, cpus (and optionally daemon_cpus, trace, noise)."""
-    w = most_affected(core_stats(fwq_trace))
+    w = most_affected_stats(fwq_trace)
     return Run(rank=w.rank, cpu=w.cpu, samples=w.samples, min_us=w.min_us, mean_us=w.mean_us, max_us=w.max_us,
                std_us=w.std_us, noise_fraction=w.noise_fraction, period_ms=w.period_ms, detour_us=w.detour_us,
                **where)
