@@ -271,8 +271,16 @@ def test_noise_daemon_is_bound_like_the_profiles_daemons(live_cluster):
     st = live_cluster.up(cl.Settings(profile="corespec", k=1, noise_daemon="10Hz-2500us"))
     assert allowed_of(st.noise_pid) == parse_list(st.system_cpus)  # moved to the system core
     pid = st.noise_pid
+    ctld = read_pid(cl.slurmctld_pidfile(live_cluster.root))
     live_cluster.up(cl.Settings(profile="corespec", k=1))       # no daemon asked: it is stopped
     assert not alive(pid)
+    # the daemon alone switched (a Table IV matrix does it between runs): Slurm kept running
+    st = live_cluster.up(cl.Settings(profile="corespec", k=1, noise_daemon="10Hz-2500us"))
+    assert allowed_of(st.noise_pid) == parse_list(st.system_cpus) and st.noise_pid != pid
+    assert live_cluster.status()["settings"]["noise_daemon"] == "10Hz-2500us"
+    live_cluster.up(cl.Settings(profile="corespec", k=1))
+    assert not alive(st.noise_pid)
+    assert read_pid(cl.slurmctld_pidfile(live_cluster.root)) == ctld and live_cluster.status()["healthy"]
     before = live_cluster.status()
     with pytest.raises(StackproofError, match="expected FREQHz-DURATION"):
         live_cluster.up(cl.Settings(profile="baseline", noise_daemon="loud"))
