@@ -28,14 +28,17 @@ def test_the_acceptance_runs_table_iv_after_the_hunt_and_before_the_projection(t
     assert "FWQNoise" not in suite.NODE_CHECKS
 
 
-def test_fwq_step_takes_the_usable_cpus_and_binds_to_the_application_cores():
-    free = {"STACKPROOF_APP_CORES": "1", "STACKPROOF_SYSTEM_CPUS": "", "STACKPROOF_SRUN_CPU_BIND": "mask_cpu:0x2"}
+def test_fwq_step_takes_the_usable_cpus_and_pins_to_the_application_cores():
+    free = {"STACKPROOF_APP_CORES": "1", "STACKPROOF_SYSTEM_CPUS": "", "STACKPROOF_APP_CPUS": "1"}
     cmd = fwq_step(free, 1000, 64, "/x/t.dat", 2)
-    assert cmd[:7] == ["srun", "-N1", "-n1", "-c2", "--mpi=pmix", "--exclusive", "--cpu-bind=mask_cpu:0x2"]
-    reserved = dict(free, STACKPROOF_SYSTEM_CPUS="0")
-    assert "-c1" in fwq_step(reserved, 1000, 64, "/x/t.dat", 2)
-    assert cmd[-7:] == ["-n", "1000", "-w", "64", "-q", "-o", "/x/t.dat"]
-    assert "nice" in " ".join(cmd)
+    assert cmd[:6] == ["srun", "-N1", "-n1", "-c2", "--exclusive", "--cpu-bind=none"]
+    assert "-c1" in fwq_step(dict(free, STACKPROOF_SYSTEM_CPUS="0"), 1000, 64, "/x/t.dat", 2)
+    assert cmd[-9:] == ["-n", "1000", "-w", "64", "--cpus", "1", "-q", "-o", "/x/t.dat"]
+    assert cmd[-10].endswith("fwq-th") and "nice" in " ".join(cmd)
+    ranks = fwq_step(dict(free, STACKPROOF_APP_CORES="2", STACKPROOF_APP_CPUS="0-1",
+                          STACKPROOF_SRUN_CPU_BIND="mask_cpu:0x1,0x2"), 1000, 64, "/x/t.dat", 2, mpi=True)
+    assert ranks[:7] == ["srun", "-N1", "-n2", "-c1", "--mpi=pmix", "--exclusive", "--cpu-bind=mask_cpu:0x1,0x2"]
+    assert ranks[-8].endswith("fwq-mpi") and ranks[-7:] == ["-n", "1000", "-w", "64", "-q", "-o", "/x/t.dat"]
 
 
 def _matrix(tmp_path, rounds=6):

@@ -1,7 +1,7 @@
 """`stackproof noise experiment`: the paper's Table IV as a verdict, measured on the local test
 cluster; `make acceptance` runs the same matrix as one step (`acceptance_step`).
 
-  stackproof noise experiment [--rounds 6] [--samples N] [--work W] [--conditions daemon,none,injected]
+  stackproof noise experiment [--rounds 7] [--samples N] [--work W] [--conditions daemon,none,injected]
                               [--profile P ...] [--profile-file hunt/proposal/profiles.yaml] [-o DIR]
 
 The matrix: every core-specialization profile of Table III this node type can run (and a noise
@@ -10,9 +10,10 @@ the cluster's noise daemon, none; an injector inside the job under baseline and 
 times. A round runs every
 configuration once; the order is reversed every other round, so a slow spell of the host falls on all
 profiles alike instead of on one. Between runs the test cluster is switched in process
-(`Cluster.up` with the profile and `--noise-daemon`; 0.2-1 s here). FWQ (fwq-mpi, fixed work `-w`)
-runs as a Slurm job step on the profile's application cores, one rank per core, each task shielded
-(nice -20 in its own autogroup); the injected condition preloads libfwq-selfish.so into the ranks.
+(`Cluster.up` with the profile and `--noise-daemon`; 0.05-0.8 s here). FWQ (fwq-th, fixed work `-w`)
+runs as a Slurm job step, one thread pinned to each of the profile's application cores, shielded
+(nice -20 in its own autogroup); the injected condition runs fwq-mpi, one rank per application core,
+with libfwq-selfish.so preloaded (each rank's sampling thread takes the SIGALRM detours).
 
 Outputs in DIR (default build/fwq/table-iv): runs.json (one record per run: stackproof.noise.tableiv.Run),
 table-iv.md (the table and one sentence per row), table-iv.json (the rows with their calls),
@@ -42,7 +43,7 @@ from stackproof.paths import REPO
 
 SIGNATURE = "10Hz-2500us"      # the seed's daemon: 10 Hz x 2.5 ms at SCHED_FIFO
 SAMPLES, WORK = tableiv.SAMPLES, tableiv.WORK
-ROUNDS = 6
+ROUNDS = 7
 DEFAULT_OUT = REPO / "build" / "fwq" / "table-iv"
 
 
@@ -81,18 +82,26 @@ def schedule(profiles: list[str], conditions: list[str], rounds: int) -> list[tu
     return out
 
 
-def fwq_step(penv: dict, nsamples: int, work: int, output: Path, node_cpus: int) -> list[str]:
-    """The srun command of one FWQ run: one rank per application core, bound to it. The job takes
-    every CPU jobs may use (-c: the node's, less the system CPUs of a profile that reserves them), so
-    that a profile that only leaves cores free (freecore) can bind its ranks to the application cores
-    itself."""
-    n = int(penv["STACKPROOF_APP_CORES"])
+def fwq_step(penv: dict, nsamples: int, work: int, output: Path, node_cpus: int, mpi: bool = False) -> list[str]:
+    """The srun command of one FWQ run on the profile's application cores. The job takes every CPU
+    jobs may use (-c: the node's, less the system CPUs of a profile that reserves them) and binds to
+    the application cores itself, so freecore's free core stays free; the task(s) at nice -20 in
+    their own autogroup. Default: one task running fwq-th, one thread pinned per application core;
+    it samples exactly as fwq-mpi does (fwq/README.md) and starts in 0.17 s where fwq-mpi's PMIx and
+    MPI start take 0.5 s here (25 s over a 72-run matrix). mpi: fwq-mpi, one rank per application
+    core (the in-job injector's SIGALRM handler runs in each rank's sampling thread)."""
     usable = node_cpus - len(parse_list(penv.get("STACKPROOF_SYSTEM_CPUS") or ""))
-    cmd = ["srun", "-N1", f"-n{n}", f"-c{max(1, usable // n)}", "--mpi=pmix", "--exclusive",
-           f"--cpu-bind={penv['STACKPROOF_SRUN_CPU_BIND']}"]
-    fwq = [str(binary("fwq-mpi")), "-n", str(nsamples), "-w", str(work), "-q", "-o", str(output)]
+    common = ["-n", str(nsamples), "-w", str(work)]
+    if mpi:
+        n = int(penv["STACKPROOF_APP_CORES"])
+        cmd = ["srun", "-N1", f"-n{n}", f"-c{max(1, usable // n)}", "--mpi=pmix", "--exclusive",
+               f"--cpu-bind={penv['STACKPROOF_SRUN_CPU_BIND']}"]
+        fwq = [str(binary("fwq-mpi")), *common]
+    else:
+        cmd = ["srun", "-N1", "-n1", f"-c{max(1, usable)}", "--exclusive", "--cpu-bind=none"]
+        fwq = [str(binary("fwq-th")), *common, "--cpus", penv["STACKPROOF_APP_CPUS"]]
     # slurmstepd starts tasks in its own session: each task shields itself (nice -20, own autogroup)
-    return cmd + shielded(fwq)
+    return cmd + shielded(fwq + ["-q", "-o", str(output)])
 
 
 def _task_facts(pid: int | None) -> dict:
@@ -153,7 +162,7 @@ def run_matrix(cluster: Cluster, outdir: Path, profiles: list[str], conditions: 
         elif cond == "daemon":
             noise = _task_facts(st.noise_pid)
         started = time.monotonic() - t0
-        cmd = fwq_step(penv, samples, work, trace_path, os.cpu_count() or 1)
+        cmd = fwq_step(penv, samples, work, trace_path, os.cpu_count() or 1, mpi=cond == "injected")
         t_run = time.monotonic()
         for attempt in (1, 2):
             proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=600)
