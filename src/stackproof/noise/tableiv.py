@@ -45,11 +45,6 @@ CONDITION_LABEL = {
     "none": "no daemon",
     "injected": "in-job injector (no profile can move it)",
 }
-CONDITION_TEXT = {
-    "daemon": "a noise daemon on the node, placed by each profile like a system daemon",
-    "none": "the node's own noise only",
-    "injected": "an injector inside the job's ranks: noise no profile can move",
-}
 INJECTED_PROFILES = ("baseline", "corespec")   # the in-job injector's rows: two show it cannot be moved
 METRICS = ("std", "max", "noise_fraction")       # std: the headline (the paper's Table IV column)
 HEADLINE = "std"
@@ -128,8 +123,11 @@ def runs_from_json(doc) -> list[Run]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise InputError(f"Table IV runs[{i}].{name}: {v!r} is not a finite number >= 0")
         for name in ("round", "seq", "rank", "cpu", "samples"):
-            if isinstance(getattr(run, name), bool) or not isinstance(getattr(run, name), int):
-                raise InputError(f"Table IV runs[{i}].{name}: not an integer")
+            v = getattr(run, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v < 10**7:
+                raise InputError(f"Table IV runs[{i}].{name}: not an integer in range")
+        if not 0 <= run.round < 1000:
+            raise InputError(f"Table IV runs[{i}].round: {run.round} is not a round (0-999)")
         validate.name(run.profile, f"Table IV runs[{i}].profile")
         if run.condition not in CONDITIONS:
             raise InputError(f"Table IV runs[{i}].condition: {run.condition!r} is not one of {', '.join(CONDITIONS)}")
