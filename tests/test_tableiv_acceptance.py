@@ -6,7 +6,8 @@ import json
 import numpy as np
 
 from stackproof import noise
-from stackproof.acceptance import parse_args, plan_steps, suite
+from stackproof.acceptance import suite
+from stackproof.acceptance.driver import parse_args, plan_steps
 from stackproof.acceptance.tableiv import fwq_step, schedule
 from stackproof.cluster import Cluster
 from stackproof.nodes.nodetype import from_host

@@ -10,7 +10,8 @@ the cluster's noise daemon, none; an injector inside the job under baseline and 
 times. A round runs every
 configuration once; the order is reversed every other round, so a slow spell of the host falls on all
 profiles alike instead of on one. Between runs the test cluster is switched in process
-(`Cluster.up` with the profile and `--noise-daemon`; 0.05-0.8 s here). FWQ (fwq-th, fixed work `-w`)
+(stackproof.reframe.session's `cluster_up`, the one way a run brings the cluster up in a profile, with
+the noise daemon; 0.05-0.8 s here: a change of the daemon alone leaves Slurm running). FWQ (fwq-th, fixed work `-w`)
 runs as a Slurm job step, one thread pinned to each of the profile's application cores, shielded
 (nice -20 in its own autogroup); the injected condition runs fwq-mpi, one rank per application core,
 with libfwq-selfish.so preloaded (each rank's sampling thread takes the SIGALRM detours).
@@ -19,7 +20,8 @@ Outputs in DIR (default build/fwq/table-iv): runs.json (one record per run: stac
 table-iv.md (the table and one sentence per row), table-iv.json (the rows with their calls),
 traces/*.dat (kept for the report's plots and the noise projection).
 
-May import: the cluster, the noise package and the basics (above cluster, like the rest of acceptance/).
+May import: the cluster, the noise package, reframe.session (its cluster switch) and the basics, like the
+rest of acceptance/.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from stackproof.noise import tableiv
 from stackproof.noise.run import binary, selfish_env, shielded
 from stackproof.noise.trace import TraceError, load
 from stackproof.paths import REPO
+from stackproof.reframe import session
 
 SIGNATURE = "10Hz-2500us"      # the seed's daemon: 10 Hz x 2.5 ms at SCHED_FIFO
 SAMPLES, WORK = tableiv.SAMPLES, tableiv.WORK
@@ -144,11 +147,10 @@ def run_matrix(cluster: Cluster, outdir: Path, profiles: list[str], conditions: 
     runs: list[tableiv.Run] = []
     t0 = time.monotonic()
     env = cluster.env()
+    base = Settings(profile_file=profile_file or "")
     for seq, (rnd, prof, cond) in enumerate(plan_):
-        settings = Settings(profile=prof, profile_file=profile_file or "",
-                            noise_daemon=signature if cond == "daemon" else "")
         t_switch = time.monotonic()
-        st = cluster.up(settings)
+        st = session.cluster_up(prof, signature if cond == "daemon" else "", base=base, cluster=cluster)
         t_switch = time.monotonic() - t_switch
         penv = read_profile_env(cluster.root / "etc/stackproof/profile.env")
         name = f"{prof}-{cond}-r{rnd}"

@@ -209,8 +209,3 @@ def node_section(ctx: Context) -> Section | None:
         sec.tables += [replace(t, caption=t.caption or "Other node checks (one stack; median [min–max] (n) over "
                                                        "the repeats)") for t in rest.tables]
     return sec
-
-
-def noise_section(ctx: Context) -> Section | None:
-    """Kept for EXTRA_SECTIONS users: Table IV now opens the node checks (node_section)."""
-    return None
