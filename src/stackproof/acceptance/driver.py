@@ -8,8 +8,8 @@ profiles; print and write a summary, tear the cluster down.
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
 application core, each rank's CPU checked) and the node checks of that profile (core
-specialization; binding under baseline), one ReFrame session each, with the baseline stack; an MPI
-smoke across 3 namespaced nodes; then the stack comparison in looks (suite.py): pairs of launches
+specialization where it reserves cores; binding under baseline with the mpibind plugin), one ReFrame
+session each where one applies, with the baseline stack; an MPI smoke across 3 namespaced nodes; then the stack comparison in looks (suite.py): pairs of launches
 A B, B A, ... until every metric's verdict is known (docs/performance.md), benchmarks sized by time
 (--target-s per launch). Then the noise hunt, Table IV (tableiv.py: every profile, the hunt's
 proposal too, with and without a noise daemon and with an in-job injector, in interleaved rounds;
@@ -328,7 +328,7 @@ def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) 
         state["profiles"].append(prof)
         steps.append((f"{prof}: cluster up", lambda p=prof: _up_in(cluster, p)))
         steps.append((f"{prof}: MPI smoke", lambda p=prof: mpi_smoke(cluster, hello, p)))
-        steps.append((f"{prof}: node checks ({args.baseline})", lambda p=prof: _node_checks(cluster, out, args, p, state)))
+        steps.append((f"{prof}: node checks ({args.baseline})", lambda p=prof: _node_checks(cluster, out, args, nt, p, state)))
     steps.append(("3 nodes: cluster up", lambda: _up(cluster, Settings(profile="baseline", nodes=3))))
     steps.append(("3 nodes: MPI smoke", lambda: multinode_smoke(cluster, hello)))
     plugin = find_built_mpibind_plugin()
@@ -358,9 +358,15 @@ def _rfm_env(cluster: Cluster) -> dict:
     return env
 
 
-def _node_checks(cluster: Cluster, out: Path, args, profile: str, state: dict) -> str:
-    doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, args.node_repeat,
-                                     [])
+def _node_checks(cluster: Cluster, out: Path, args, nt, profile: str, state: dict) -> str:
+    st = cluster.load_state()
+    names = suite.node_check_names(profile, plan(nt, profile).reserve,
+                                   bool(st and st.settings.get("mpibind_plugin")))
+    if not names:
+        return (f"none applies under {profile} (core specialization: profiles that reserve cores; binding: "
+                f"the mpibind plugin; FWQ: the Table IV step)")
+    doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, names,
+                                     args.node_repeat, [])
     state["node_docs"].append(doc)
     if not doc.get("runs") or suite.failures([doc]):
         raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
