@@ -25,6 +25,7 @@ from stackfiles import compare_rows, write_stack
 from stackproof.nodes.nodetype import load
 from stackproof.paths import REPO
 from stackproof.nodes.profiles import plan
+from stackproof.noise import tableiv
 
 SUITE = REPO / "reframe-tests"
 CONFIG = SUITE / "config" / "site.py"
@@ -346,7 +347,8 @@ def test_dry_run_fwq_uses_profile_app_cores(testcluster_dry):
         # the identity probe runs with exactly the benchmark's launcher and binding
         assert f"srun --mpi=pmix --mpibind=off --cpu-bind=mask_cpu:{masks} /stacks/commodity/bench/bin/mpi_identity" \
             in script
-        assert "-n 10000 -w 4096 -o fwq.dat" in script
+        # sized like Table IV (stackproof.noise.tableiv: six periods of a 10 Hz daemon)
+        assert f"-n {tableiv.SAMPLES} -w {tableiv.WORK} -o fwq.dat" in script
     noisy = job_script(case(testcluster_dry, "FWQNoise %profile=corespec %signature=10Hz-2500us", "commodity"))
     assert "srun --overlap" in noisy and "fwq-noise --freq 10 --duration 2500us --cpus " in noisy
     # the profile x noise matrix measures the nodes: once, with the stack STACKPROOF_NOISE_STACK names
