@@ -19,7 +19,10 @@ from stackproof.noise.run import build_dir
 
 pytestmark = pytest.mark.live
 
-ROUNDS = 5
+# 8 + 8 runs: one co-tenant stall on this shared machine may land a corespec run above every baseline
+# run (its std up to 65 us against baseline's 28-57 us in an acceptance run here) and the call still
+# holds (p = 134/12870 against the headline's 4 %); 5 + 5 runs could not afford a single one.
+ROUNDS = 8
 RESULTS = build_dir() / "live-results.json"
 
 
