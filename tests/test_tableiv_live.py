@@ -53,7 +53,8 @@ def test_every_configuration_ran_every_round_interleaved(matrix):
     # the daemon really ran at SCHED_FIFO, bound to the system core under corespec, floating under baseline
     for r in runs:
         if r.condition == "daemon":
-            assert r.noise.get("policy") == "fifo", r.noise
+            # its burst threads at SCHED_FIFO (its main thread, which only waits, stays SCHED_OTHER)
+            assert "fifo" in r.noise.get("policy", "").split("+"), r.noise
             assert r.daemon_cpus == ("0" if r.profile == "corespec" else ""), (r.profile, r.noise)
     assert {r.cpus for r in runs if r.profile == "corespec"} == {"1"}
 
