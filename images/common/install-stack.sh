@@ -158,6 +158,22 @@ manifest() {
       [ -n "$p" ] && echo "stackproof-component $tool $(readlink -f "$p")"
     done
     command -v stackproof >/dev/null 2>&1 && echo "stackproof-component $(stackproof --version)"
+    # stacks installed in the image (the laptop image): pip stacks' wheels, every benchmark's source
+    for f in /opt/stackproof/stacks/*/stackproof-manifest.json /opt/stackproof/stacks/*/bench/provenance.json; do
+      [ -f "$f" ] || continue
+      python3 - "$f" <<'PY'
+import json, sys
+path = sys.argv[1]
+doc = json.load(open(path))
+if path.endswith("stackproof-manifest.json"):
+    for name, version in sorted(doc.get("installed", {}).items()):
+        print(f"stackproof-stack {doc.get('stack')} {name} {version}")
+else:
+    for key, rec in sorted(doc.items()):
+        print(f"stackproof-bench {rec.get('stack')} {key} {rec.get('version')} sha256:{rec.get('sha256')} "
+              f"{rec.get('source')}")
+PY
+    done
   } > "$1"
   echo "install-stack: wrote manifest $1 ($(wc -l < "$1") lines)"
 }

@@ -1,13 +1,30 @@
 #!/bin/sh
-# One command for the laptop image: debian12-compute (if missing), then this layer; writes
-# build/images/stackproof-laptop.oci.tar (+ manifest) and the SIF (sif.sh) when apptainer is on PATH
-# or STACKPROOF_APPTAINER is set (STACKPROOF_NO_SIF=1: never).
+# One command for the laptop image: debian12-compute (when missing), then this layer with the
+# commodity and vendor stacks installed and their benchmarks built inside it; writes
+# build/images/stackproof-laptop.oci.tar (+ manifest, + each stack's provenance.json) and the SIF
+# (sif.sh) when apptainer is on PATH or STACKPROOF_APPTAINER is set (STACKPROOF_NO_SIF=1: never).
+#
+# Everything that needs the network happens here, on the host, and is checked against its pins:
+#   Debian packages  the stacks' install.apt that the base image lacks, resolved against the base
+#                    image's own dpkg status and downloaded by the host's apt (signed archive, hashes)
+#   wheels           ReFrame + matplotlib (requirements-lock.txt pins), the pip stacks' wheels
+#                    (install.pip with the constraints beside the stack file)
+#   sources          `stackproof stack fetch` (Debian source archive for NetPIPE/HPCC/hypre, .dsc and
+#                    sha256 pinned; OSU/AMG/SW4 from $STACKPROOF_SOURCE_MIRROR or upstream when reachable)
+# The image build itself runs with --network=none.
 # usage: build.sh [--out DIR]
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$repo/build/images
 [ "${1:-}" = --out ] && out=$2
 die() { echo "stackproof-laptop: error: $*" >&2; exit 1; }
+step() { echo "== stackproof-laptop: $*"; }
+stacks="commodity vendor"
+py=$repo/.venv/bin/python
+stackproof=$repo/.venv/bin/stackproof
+{ [ -x "$py" ] && [ -x "$stackproof" ]; } || die "no $repo/.venv: run make venv"
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found: the image's Debian packages are fetched with the host's apt"
+t0=$(date +%s)
 [ -f "$out/debian12-compute.oci.tar" ] || "$repo/images/debian12-compute/build.sh" --out "$out"
 export IMAGES_STATE="$out/podman"
 # shellcheck source=images/common/podman-env.sh
@@ -15,28 +32,93 @@ export IMAGES_STATE="$out/podman"
 base=localhost/stackproof/debian12-compute:latest
 podman image exists "$base" || podman load -q -i "$out/debian12-compute.oci.tar" >/dev/null
 ctx=$out/laptop-context
-rm -rf "$ctx" && mkdir -p "$ctx/wheels" "$ctx/images/laptop"
+debs=$out/laptop-debs           # kept between builds: apt re-checks each file's hash before reusing it
+rm -rf "$ctx" && mkdir -p "$ctx/wheels" "$ctx/stack-wheels" "$ctx/debs" "$ctx/sources" "$ctx/images/laptop" \
+  "$debs/partial"
+t_fetch=$(date +%s)
+
+# ---- Debian packages: what the stacks' install.apt needs beyond the base image
+apt_pkgs=$(for s in $stacks; do "$stackproof" stack show "$s"; done |
+  "$py" -c 'import json,sys
+dec, text, pkgs = json.JSONDecoder(), sys.stdin.read(), []
+while text.strip():
+    doc, end = dec.raw_decode(text.lstrip()); text = text.lstrip()[end:]
+    pkgs += [p for p in doc["install_apt"] if p not in pkgs]
+print(" ".join(pkgs))')
+step "fetch: Debian packages for $apt_pkgs (against the base image's dpkg status)"
+podman run --rm --entrypoint cat "$base" /var/lib/dpkg/status > "$ctx/dpkg-status"
+apt_image() {   # apt-get as if on the base image: its dpkg status, no recommends; $1: archive directory
+  dir=$1
+  shift
+  # shellcheck disable=SC2086  # the package list is meant to split into words
+  apt-get -q -o Dir::State::status="$ctx/dpkg-status" -o Dir::Cache::archives="$dir" \
+    -o APT::Install-Recommends=false -o Debug::NoLocking=1 "$@" $apt_pkgs
+}
+# the files this image needs ('URI' FILE SIZE SHA256:...), listed against an empty archive directory
+# (apt leaves out what it already holds)
+mkdir -p "$ctx/no-debs/partial"
+if ! apt_image "$ctx/no-debs" install --print-uris -qq -y > "$ctx/debs.list" 2>"$ctx/apt.log"; then
+  apt-get -q update >>"$ctx/apt.log" 2>&1 || true      # stale package lists: the archive moved on
+  apt_image "$ctx/no-debs" install --print-uris -qq -y > "$ctx/debs.list" 2>>"$ctx/apt.log" ||
+    die "apt cannot resolve $apt_pkgs for the image: $(tail -n 2 "$ctx/apt.log" | tr '\n' ' ')"
+fi
+# downloaded (or reused) with their hashes checked against the signed archive's lists
+apt_image "$debs" install --download-only -y >>"$ctx/apt.log" 2>&1 ||
+  die "apt could not download $apt_pkgs for the image: $(tail -n 2 "$ctx/apt.log" | tr '\n' ' ')"
+awk '{print $2}' "$ctx/debs.list" | while read -r f; do
+  [ -f "$debs/$f" ] || die "apt listed $f for the image but did not download it (see $ctx/apt.log)"
+  cp "$debs/$f" "$ctx/debs/"
+done
+
+# ---- wheels: the harness (ReFrame, matplotlib for the report's plots) and the pip stacks
 # the pins without their --hash lines: a constraints file with hashes turns on pip's hash mode for
 # every requirement (make venv installs the lock itself with --require-hashes)
 pins=$ctx/requirements-lock.txt
 sed -e 's/ *\\$//' -e '/^ *--hash=/d' -e '/^ *#/d' "$repo/requirements-lock.txt" > "$pins"
 reframe=$(grep '^reframe-hpc==' "$pins") || die "requirements-lock.txt pins no reframe-hpc"
 matplotlib=$(grep '^matplotlib==' "$pins") || die "requirements-lock.txt pins no matplotlib"
-pip=$repo/.venv/bin/pip
-[ -x "$pip" ] || die "no $pip: run make venv"
-# ReFrame and its dependencies as wheels; versions pinned by requirements-lock.txt where it has them
-# (matplotlib: the report's plots; the compute image has no plotting stack)
-"$pip" download -q --only-binary=:all: -c "$pins" -d "$ctx/wheels" "$reframe" "$matplotlib"
-cp "$repo/images/laptop/entrypoint.sh" "$ctx/images/laptop/"
-# (the stackproof package and its data, reframe-tests/ included, are in the base image)
+step "fetch: wheels $reframe $matplotlib"
+"$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$pins" -d "$ctx/wheels" \
+  "$reframe" "$matplotlib"
+for s in $stacks; do
+  reqs=$("$stackproof" stack show "$s" | "$py" -c 'import json,sys; print(" ".join(json.load(sys.stdin)["install_pip"]))')
+  [ -n "$reqs" ] || continue
+  lock=$repo/reframe-tests/stacks/$s.pip-lock.txt     # the constraints stack install uses
+  [ -f "$lock" ] || lock=/dev/null
+  step "fetch: stack $s wheels $reqs"
+  # shellcheck disable=SC2086  # the requirement list is meant to split into words
+  "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$lock" \
+    -d "$ctx/stack-wheels" $reqs
+done
+
+# ---- benchmark sources, verified (and kept in the host's stacks-root cache: never fetched twice)
+step "fetch: benchmark sources (stackproof stack fetch $stacks)"
+# shellcheck disable=SC2086
+"$stackproof" stack fetch $stacks --into "$ctx/sources" | sed 's/^/  /'
+t_build=$(date +%s)
+
+cp "$repo/images/laptop/entrypoint.sh" "$repo/images/laptop/install-stacks.sh" "$ctx/images/laptop/"
+rm -rf "$ctx/dpkg-status" "$ctx/apt.log" "$ctx/debs.list" "$ctx/no-debs"
 image=localhost/stackproof/stackproof-laptop:latest
-podman build --layers=false -f "$repo/images/laptop/Containerfile" --build-arg BASE="$base" -t "$image" "$ctx" >/dev/null
+step "podman build --network=none ($(du -sm "$ctx" | cut -f1) MB context; stacks built inside)"
+podman build --network=none --layers=false -f "$repo/images/laptop/Containerfile" --build-arg BASE="$base" \
+  --build-arg STACKS="$stacks" -t "$image" "$ctx" > "$out/stackproof-laptop.build.log" 2>&1 ||
+  die "podman build failed: $(tail -n 5 "$out/stackproof-laptop.build.log" | tr '\n' ' ') (log: $out/stackproof-laptop.build.log)"
+grep -E '^\[install-stacks|^stack |^\[stack ' "$out/stackproof-laptop.build.log" | sed 's/^/  /' || true
+t_save=$(date +%s)
 rm -f "$out/stackproof-laptop.oci.tar"
 podman save --format oci-archive -o "$out/stackproof-laptop.oci.tar" "$image"
 podman run --rm --entrypoint cat "$image" /usr/share/stackproof/manifest.txt > "$out/stackproof-laptop.manifest.txt"
-echo "reframe-component $reframe" >> "$out/stackproof-laptop.manifest.txt"
+for s in $stacks; do
+  podman run --rm --entrypoint cat "$image" "/opt/stackproof/stacks/$s/bench/provenance.json" \
+    > "$out/stackproof-laptop.$s.provenance.json"
+done
+podman image prune -f >/dev/null    # vfs keeps full copies: drop the previous build's image
 rm -rf "$ctx"
-echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB)"
+t_end=$(date +%s)
+echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB);" \
+  "host fetch $((t_build - t_fetch)) s, podman build $((t_save - t_build)) s, save $((t_end - t_save)) s," \
+  "total $((t_end - t0)) s"
 if [ -n "${STACKPROOF_NO_SIF:-}" ]; then :
 elif [ -n "${STACKPROOF_APPTAINER:-}" ] || command -v apptainer >/dev/null 2>&1; then
   "$repo/images/laptop/sif.sh" --out "$out" build

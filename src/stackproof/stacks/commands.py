@@ -3,17 +3,20 @@
   stackproof stack install NAME... [--dry-run] [--wheels DIR]
   stackproof stack lock NAME... [--wheels DIR]
   stackproof stack build NAME... [--only T,...] [--force] [--source-mirror DIR]
+  stackproof stack fetch NAME... [--only T,...] [--source-mirror DIR] [--into DIR]
 """
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
-from stackproof.stacks.benchbuild import TARGETS, build_stack
+from stackproof.stacks.benchbuild import RECIPES, TARGETS, build_stack, source_for
 from stackproof.stacks.environment import check_environment
-from stackproof.stacks.model import load_stack
+from stackproof.stacks.model import StackError, load_stack
 from stackproof.stacks.piplock import WHEELS_VAR, wheels_dir
 from stackproof.stacks.install import check_apt, install, lock, resolve_lock
-from stackproof.stacks.sources import MIRROR_VAR
+from stackproof.stacks.sources import MIRROR_VAR, SourceUnavailable
 
 
 def _install_cmd(args) -> int:
@@ -52,6 +55,55 @@ def _build_cmd(args) -> int:
     return 0
 
 
+def _targets(only: str | None) -> tuple[str, ...]:
+    targets = tuple(x for x in (only or "").split(",") if x) or TARGETS
+    bad = sorted(set(targets) - set(TARGETS))
+    if bad:
+        raise StackError(f"unknown build targets {bad} (known: {', '.join(TARGETS)})")
+    return targets
+
+
+def _seed(obtained, into: Path) -> None:
+    """Copy a verified source archive (and the note of where it came from) into into/<recipe>/, the
+    layout of the stacks root's source cache: another machine's or an image's `stack build` with
+    STACKPROOF_STACKS_ROOT above that directory finds it there and fetches nothing."""
+    dest = into / obtained.recipe
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in (obtained.archive, obtained.archive.with_name(obtained.archive.name + ".origin")):
+        if path.is_file():
+            tmp = dest / f".{path.name}.part"
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, dest / path.name)
+
+
+def _fetch_cmd(args) -> int:
+    """Every source the stacks' builds need, fetched and verified now (into the stacks root's cache):
+    what `stack build` would download, done ahead, e.g. on a host before an offline image build."""
+    targets = _targets(args.only)
+    if args.source_mirror:
+        os.environ[MIRROR_VAR] = os.path.abspath(args.source_mirror)
+    into = Path(args.into).resolve() if args.into else None
+    wanted = []
+    for name in args.names:
+        stack = load_stack(name)
+        if stack.view is None:
+            wanted += [r for r in RECIPES if r in targets and r not in wanted]
+    for name in wanted:
+        recipe = RECIPES[name]
+        try:
+            obtained = source_for(recipe, lambda msg: print(f"[fetch] {msg}", flush=True))
+        except SourceUnavailable as exc:
+            print(f"fetch {name}: not available: {exc}", flush=True)
+            continue
+        if obtained.archive is None:        # this repository's own source (fwq): nothing to fetch
+            print(f"fetch {name} {recipe.version}: {obtained.origin}", flush=True)
+            continue
+        if into is not None:
+            _seed(obtained, into)
+        print(f"fetch {name} {recipe.version}: {obtained.origin} (sha256 {obtained.digest})", flush=True)
+    return 0
+
+
 def register_verbs(verbs) -> None:
     v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
                                          "check Debian packages")
@@ -73,3 +125,13 @@ def register_verbs(verbs) -> None:
     v.add_argument("--source-mirror", metavar="DIR",
                    help=f"local source mirror (tarballs, Spack mirror layout, git repositories); ${MIRROR_VAR}")
     v.set_defaults(func=_build_cmd)
+    v = verbs.add_parser("fetch", help="fetch and verify the sources of the stacks' benchmarks now, without "
+                                       "building (e.g. before an offline image build)")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--only", help=f"comma-separated subset of: {','.join(TARGETS)}")
+    v.add_argument("--source-mirror", metavar="DIR",
+                   help=f"local source mirror (tarballs, Spack mirror layout, git repositories); ${MIRROR_VAR}")
+    v.add_argument("--into", metavar="DIR",
+                   help="also copy each verified source into DIR/<benchmark>/, the layout of "
+                        "${STACKPROOF_STACKS_ROOT}/sources (seeds another machine's or an image's cache)")
+    v.set_defaults(func=_fetch_cmd)

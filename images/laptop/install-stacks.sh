@@ -1,0 +1,46 @@
+#!/bin/sh
+# Runs inside the laptop image build (podman build --network=none): installs what build.sh fetched
+# and verified on the host, then the product's own stack install/build, offline.
+# usage: install-stacks.sh CTX STACK...
+#   CTX/debs/*.deb            the stacks' Debian packages (install.apt) the base image lacks
+#   CTX/wheels/               ReFrame and matplotlib (the harness), pinned by requirements-lock.txt
+#   CTX/requirements-lock.txt those pins, without hashes
+#   CTX/stack-wheels/         the pip stacks' wheels (install.pip and the lock beside the stack file)
+#   CTX/sources/<benchmark>/  the benchmarks' verified sources (stackproof stack fetch --into)
+# Leaves /opt/stackproof/stacks/<stack>/ (bench/ with provenance.json) and nothing the acceptance
+# does not use: no source cache, no build trees (bench/.build keeps only the build logs), no wheels.
+set -eu
+die() { echo "install-stacks: error: $*" >&2; exit 1; }
+[ $# -ge 2 ] || die "usage: install-stacks.sh CTX STACK..."
+ctx=$1
+shift
+{ [ -d "$ctx/wheels" ] && [ -d "$ctx/sources" ]; } || die "$ctx is not a laptop build context (no wheels/ or sources/)"
+venv=/opt/stackproof/venv
+root=${STACKPROOF_STACKS_ROOT:-/opt/stackproof/stacks}
+step() { echo "[install-stacks $(date +%H:%M:%S)] $*"; }
+
+step "Debian packages of the stacks: $(find "$ctx/debs" -name '*.deb' 2>/dev/null | wc -l) .deb files"
+if ls "$ctx"/debs/*.deb >/dev/null 2>&1; then
+  # one dpkg call: it unpacks all, then configures in dependency order; apt checked the hashes on the host
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$ctx"/debs/*.deb >/dev/null
+fi
+
+step "ReFrame and matplotlib into $venv (wheels, pinned)"
+"$venv/bin/pip" install -q --no-index --no-cache-dir --disable-pip-version-check --find-links "$ctx/wheels" \
+  "$(grep '^reframe-hpc==' "$ctx/requirements-lock.txt")" "$(grep '^matplotlib==' "$ctx/requirements-lock.txt")"
+ln -sf "$venv/bin/reframe" /usr/local/bin/reframe
+
+step "stackproof stack install $* (pip stacks from $ctx/stack-wheels, no index)"
+PIP_NO_INDEX=1 PIP_FIND_LINKS=$ctx/stack-wheels PIP_NO_CACHE_DIR=1 stackproof stack install "$@"
+
+step "stackproof stack build $* (sources verified again from the seeded cache)"
+mkdir -p "$root/sources"
+cp -r "$ctx/sources/." "$root/sources/"
+stackproof stack build "$@"
+for s in "$@"; do
+  bench=$(stackproof stack show "$s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["prefix"] or "")')/bench
+  [ -f "$bench/provenance.json" ] || die "stack $s: no $bench/provenance.json after the build"
+done
+rm -rf "$root/sources"
+# pip installs a wheel's symlinked libraries as copies (libmpi.so, .so.12, .so.12.0, ...): one inode each
+hardlink -q "$root" >/dev/null 2>&1 || true
