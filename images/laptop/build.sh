@@ -81,14 +81,22 @@ step "fetch: wheels $reframe $matplotlib"
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$pins" -d "$ctx/wheels" \
   "$reframe" "$matplotlib"
 for s in $stacks; do
-  reqs=$("$stackproof" stack show "$s" | "$py" -c 'import json,sys; print(" ".join(json.load(sys.stdin)["install_pip"]))')
+  show=$("$stackproof" stack show "$s")
+  reqs=$(printf "%s\n" "$show" | "$py" -c 'import json,sys; print(" ".join(json.load(sys.stdin)["install_pip"]))')
   [ -n "$reqs" ] || continue
-  lock=$repo/reframe-tests/stacks/$s.pip-lock.txt     # the constraints stack install uses
-  [ -f "$lock" ] || lock=/dev/null
+  # <name>.pip-lock.txt beside the stack file
+  lock=$(printf "%s\n" "$show" | "$py" -c 'import json,pathlib,sys; d=json.load(sys.stdin); print(pathlib.Path(d["file"]).with_name(d["name"] + ".pip-lock.txt"))')
   step "fetch: stack $s wheels $reqs"
-  # shellcheck disable=SC2086  # the requirement list is meant to split into words
-  "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$lock" \
-    -d "$ctx/stack-wheels" $reqs
+  if grep -q -- '--hash=sha256:' "$lock" 2>/dev/null; then
+    # the stack's hash lock: exactly the files stack install will take, each checked by pip here
+    "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: --require-hashes --no-deps \
+      -r "$lock" -d "$ctx/stack-wheels"
+  else
+    [ -f "$lock" ] || lock=/dev/null                   # constraints pinning the pins' dependencies
+    # shellcheck disable=SC2086  # the requirement list is meant to split into words
+    "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$lock" \
+      -d "$ctx/stack-wheels" $reqs
+  fi
 done
 
 # ---- benchmark sources, verified (and kept in the host's stacks-root cache: never fetched twice)

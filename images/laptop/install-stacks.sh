@@ -31,7 +31,8 @@ step "ReFrame and matplotlib into $venv (wheels, pinned)"
 ln -sf "$venv/bin/reframe" /usr/local/bin/reframe
 
 step "stackproof stack install $* (pip stacks from $ctx/stack-wheels, no index)"
-PIP_NO_INDEX=1 PIP_FIND_LINKS=$ctx/stack-wheels PIP_NO_CACHE_DIR=1 stackproof stack install "$@"
+STACKPROOF_WHEELS=$ctx/stack-wheels PIP_NO_INDEX=1 PIP_FIND_LINKS=$ctx/stack-wheels PIP_NO_CACHE_DIR=1 \
+  stackproof stack install "$@"
 
 step "stackproof stack build $* (sources verified again from the seeded cache)"
 mkdir -p "$root/sources"
