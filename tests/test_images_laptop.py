@@ -30,16 +30,16 @@ def test_image_build_is_offline_and_uses_the_products_own_stack_commands():
     assert "podman build --network=none" in build
     assert "stack fetch" in build and "--download-only" in build and "pip\" download" not in build
     recipe = (LAPTOP / "Containerfile").read_text()
-    assert 'ARG STACKS="commodity vendor"' in recipe and "install-stacks.sh /tmp/laptop ${STACKS}" in recipe
+    assert 'ARG STACKS="commodity vendor"' in recipe and "install-stacks.sh --only ${BENCHMARKS} /tmp/laptop ${STACKS}" in recipe
     for word in ("apt-get update", "curl ", "wget ", "pip download", "git clone"):
         assert word not in recipe, word
     inside = (LAPTOP / "install-stacks.sh").read_text()
-    assert 'stackproof stack install "$@"' in inside and 'stackproof stack build "$@"' in inside
+    assert 'stackproof stack install "$@"' in inside and 'stackproof stack build ${only:+--only "$only"} "$@"' in inside
     assert "PIP_NO_INDEX=1" in inside and "--no-index" in inside
 
 
 @pytest.mark.parametrize("script, args, needle", [
-    ("install-stacks.sh", (), "usage: install-stacks.sh CTX STACK"),
+    ("install-stacks.sh", (), "usage: install-stacks.sh [--only T,...] CTX STACK"),
     ("install-stacks.sh", ("/nonexistent", "commodity"), "is not a laptop build context"),
     ("run-acceptance.sh", (), "usage: run-acceptance.sh"),
 ])

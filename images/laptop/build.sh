@@ -102,15 +102,18 @@ done
 # ---- benchmark sources, verified (and kept in the host's stacks-root cache: never fetched twice)
 step "fetch: benchmark sources (stackproof stack fetch $stacks)"
 # shellcheck disable=SC2086
-"$stackproof" stack fetch $stacks --into "$ctx/sources" | sed 's/^/  /'
+"$stackproof" stack fetch $stacks --into "$ctx/sources" > "$out/stackproof-laptop.fetch.log"
+sed 's/^/  /' "$out/stackproof-laptop.fetch.log"
+# the image builds what was fetched (`fetch NAME VERSION: origin`), never tries the network for the rest
+targets=probe,hello,$(sed -n 's/^fetch \([a-z0-9_]*\) [^ :]*: .*/\1/p' "$out/stackproof-laptop.fetch.log" | paste -sd, -)
 t_build=$(date +%s)
 
 cp "$repo/images/laptop/entrypoint.sh" "$repo/images/laptop/install-stacks.sh" "$ctx/images/laptop/"
 rm -rf "$ctx/dpkg-status" "$ctx/apt.log" "$ctx/debs.list" "$ctx/no-debs"
 image=localhost/stackproof/stackproof-laptop:latest
-step "podman build --network=none ($(du -sm "$ctx" | cut -f1) MB context; stacks built inside)"
+step "podman build --network=none ($(du -sm "$ctx" | cut -f1) MB context; $stacks built inside: $targets)"
 podman build --network=none --layers=false -f "$repo/images/laptop/Containerfile" --build-arg BASE="$base" \
-  --build-arg STACKS="$stacks" -t "$image" "$ctx" > "$out/stackproof-laptop.build.log" 2>&1 ||
+  --build-arg STACKS="$stacks" --build-arg BENCHMARKS="$targets" -t "$image" "$ctx" > "$out/stackproof-laptop.build.log" 2>&1 ||
   die "podman build failed: $(tail -n 5 "$out/stackproof-laptop.build.log" | tr '\n' ' ') (log: $out/stackproof-laptop.build.log)"
 grep -E '^\[install-stacks|^stack |^\[stack ' "$out/stackproof-laptop.build.log" | sed 's/^/  /' || true
 t_save=$(date +%s)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs inside the laptop image build (podman build --network=none): installs what build.sh fetched
 # and verified on the host, then the product's own stack install/build, offline.
-# usage: install-stacks.sh CTX STACK...
+# usage: install-stacks.sh [--only T,...] CTX STACK...
+#   --only T,...              stack build's targets (build.sh: probe, hello and what it fetched)
 #   CTX/debs/*.deb            the stacks' Debian packages (install.apt) the base image lacks
 #   CTX/wheels/               ReFrame and matplotlib (the harness), pinned by requirements-lock.txt
 #   CTX/requirements-lock.txt those pins, without hashes
@@ -11,7 +12,9 @@
 # does not use: no source cache, no build trees (bench/.build keeps only the build logs), no wheels.
 set -eu
 die() { echo "install-stacks: error: $*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: install-stacks.sh CTX STACK..."
+only=""
+[ "${1:-}" = --only ] && { only=${2:?--only needs a list}; shift 2; }
+[ $# -ge 2 ] || die "usage: install-stacks.sh [--only T,...] CTX STACK..."
 ctx=$1
 shift
 { [ -d "$ctx/wheels" ] && [ -d "$ctx/sources" ]; } || die "$ctx is not a laptop build context (no wheels/ or sources/)"
@@ -34,10 +37,10 @@ step "stackproof stack install $* (pip stacks from $ctx/stack-wheels, no index)"
 STACKPROOF_WHEELS=$ctx/stack-wheels PIP_NO_INDEX=1 PIP_FIND_LINKS=$ctx/stack-wheels PIP_NO_CACHE_DIR=1 \
   stackproof stack install "$@"
 
-step "stackproof stack build $* (sources verified again from the seeded cache)"
+step "stackproof stack build${only:+ --only $only} $* (sources verified again from the seeded cache)"
 mkdir -p "$root/sources"
 cp -r "$ctx/sources/." "$root/sources/"
-stackproof stack build "$@"
+stackproof stack build ${only:+--only "$only"} "$@"
 for s in "$@"; do
   bench=$(stackproof stack show "$s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["prefix"] or "")')/bench
   [ -f "$bench/provenance.json" ] || die "stack $s: no $bench/provenance.json after the build"
