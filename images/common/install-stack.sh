@@ -158,6 +158,7 @@ manifest() {
       [ -n "$p" ] && echo "stackproof-component $tool $(readlink -f "$p")"
     done
     command -v stackproof >/dev/null 2>&1 && echo "stackproof-component $(stackproof --version)"
+    command -v reframe >/dev/null 2>&1 && echo "stackproof-component reframe $(reframe --version)"
     # stacks installed in the image (the laptop image): pip stacks' wheels, every benchmark's source
     for f in /opt/stackproof/stacks/*/stackproof-manifest.json /opt/stackproof/stacks/*/bench/provenance.json; do
       [ -f "$f" ] || continue

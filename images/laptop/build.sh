@@ -109,6 +109,7 @@ targets=probe,hello,$(sed -n 's/^fetch \([a-z0-9_]*\) [^ :]*: .*/\1/p' "$out/sta
 t_build=$(date +%s)
 
 cp "$repo/images/laptop/entrypoint.sh" "$repo/images/laptop/install-stacks.sh" "$ctx/images/laptop/"
+mkdir -p "$ctx/images/common" && cp "$repo/images/common/install-stack.sh" "$ctx/images/common/"
 rm -rf "$ctx/dpkg-status" "$ctx/apt.log" "$ctx/debs.list" "$ctx/no-debs"
 image=localhost/stackproof/stackproof-laptop:latest
 step "podman build --network=none ($(du -sm "$ctx" | cut -f1) MB context; $stacks built inside: $targets)"
@@ -124,12 +125,12 @@ for s in $stacks; do
   podman run --rm --entrypoint cat "$image" "/opt/stackproof/stacks/$s/bench/provenance.json" \
     > "$out/stackproof-laptop.$s.provenance.json"
 done
-podman image prune -f >/dev/null    # vfs keeps full copies: drop the previous build's image
+podman image prune -f >/dev/null    # drop the previous build's image
 rm -rf "$ctx"
 t_end=$(date +%s)
 echo "stackproof-laptop: $out/stackproof-laptop.oci.tar ($(du -m "$out/stackproof-laptop.oci.tar" | cut -f1) MB);" \
   "host fetch $((t_build - t_fetch)) s, podman build $((t_save - t_build)) s, save $((t_end - t_save)) s," \
-  "total $((t_end - t0)) s"
+  "total $((t_end - t0)) s (with the node image's build when it was missing)"
 if [ -n "${STACKPROOF_NO_SIF:-}" ]; then :
 elif [ -n "${STACKPROOF_APPTAINER:-}" ] || command -v apptainer >/dev/null 2>&1; then
   "$repo/images/laptop/sif.sh" --out "$out" build
