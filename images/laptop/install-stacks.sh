@@ -46,5 +46,15 @@ for s in "$@"; do
   [ -f "$bench/provenance.json" ] || die "stack $s: no $bench/provenance.json after the build"
 done
 rm -rf "$root/sources"
+
+step "trim what the acceptance does not use: $(du -sm "$root" | cut -f1) MB of stacks"
+# Intel's GPU offload runtime, brought by the intel-openmp and intel-cmplr-lib-ur wheels (OpenMP target
+# offload, the Level Zero / OpenCL unified runtime and its memory framework: ~240 MB), static
+# libraries and debug info: nothing links them (stack check below runs ldd on every benchmark again)
+# and no launch on a CPU node loads them (the acceptance runs every benchmark of both stacks).
+find "$root" \( -name 'libomptarget*' -o -name 'libur_*' -o -name 'libumf*' -o -name '*.a' -o -name '*.dbg' \) \
+  \( -type f -o -type l \) -delete
 # pip installs a wheel's symlinked libraries as copies (libmpi.so, .so.12, .so.12.0, ...): one inode each
-hardlink -q "$root" >/dev/null 2>&1 || true
+hardlink -q -t "$root" >/dev/null 2>&1 || true
+stackproof stack check --kind slurm "$@"
+step "stacks now $(du -sm "$root" | cut -f1) MB"
