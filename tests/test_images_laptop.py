@@ -34,8 +34,8 @@ def test_image_build_is_offline_and_uses_the_products_own_stack_commands():
     for word in ("apt-get update", "curl ", "wget ", "pip download", "git clone"):
         assert word not in recipe, word
     inside = (LAPTOP / "install-stacks.sh").read_text()
-    assert 'stackproof stack install "$@"' in inside and 'stackproof stack build ${only:+--only "$only"} "$@"' in inside
-    assert "PIP_NO_INDEX=1" in inside and "--no-index" in inside
+    assert 'stackproof stack install --wheels "$ctx/stack-wheels" "$@"' in inside and 'stackproof stack build ${only:+--only "$only"} "$@"' in inside
+    assert "--no-index" in inside and "--require-hashes" in build
 
 
 @pytest.mark.parametrize("script, args, needle", [

@@ -7,8 +7,8 @@
 # Everything that needs the network happens here, on the host, and is checked against its pins:
 #   Debian packages  the stacks' install.apt that the base image lacks, resolved against the base
 #                    image's own dpkg status and downloaded by the host's apt (signed archive, hashes)
-#   wheels           ReFrame + matplotlib (requirements-lock.txt pins), the pip stacks' wheels
-#                    (install.pip with the constraints beside the stack file)
+#   wheels           ReFrame + matplotlib (requirements-lock.txt pins), the pip stacks' wheels (the
+#                    hash lock beside the stack file, <name>.pip-lock.txt: pip checks every sha256)
 #   sources          `stackproof stack fetch` (Debian source archive for NetPIPE/HPCC/hypre, .dsc and
 #                    sha256 pinned; OSU/AMG/SW4 from $STACKPROOF_SOURCE_MIRROR or upstream when reachable)
 # The image build itself runs with --network=none.
@@ -80,23 +80,33 @@ matplotlib=$(grep '^matplotlib==' "$pins") || die "requirements-lock.txt pins no
 step "fetch: wheels $reframe $matplotlib"
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$pins" -d "$ctx/wheels" \
   "$reframe" "$matplotlib"
+# every wheel must be one requirements-lock.txt pins, with one of its sha256 (make venv's own check)
+"$py" - "$repo/requirements-lock.txt" "$ctx/wheels" <<'PY' || die "a downloaded wheel is not in requirements-lock.txt with its sha256"
+import hashlib, pathlib, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+hashes, pin = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)", line)
+    pin = (norm(m.group(1)), m.group(2)) if m else pin
+    for h in re.findall(r"--hash=sha256:([0-9a-f]{64})", line):
+        hashes.setdefault(pin, set()).add(h)
+bad = [w.name for w in sorted(pathlib.Path(sys.argv[2]).glob("*"))
+       if hashlib.sha256(w.read_bytes()).hexdigest() not in hashes.get((norm(w.name.split("-")[0]), w.name.split("-")[1]), ())]
+for b in bad:
+    print(f"stackproof-laptop: error: {b}: not pinned with this sha256 in requirements-lock.txt", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
 for s in $stacks; do
   show=$("$stackproof" stack show "$s")
   reqs=$(printf "%s\n" "$show" | "$py" -c 'import json,sys; print(" ".join(json.load(sys.stdin)["install_pip"]))')
   [ -n "$reqs" ] || continue
   # <name>.pip-lock.txt beside the stack file
   lock=$(printf "%s\n" "$show" | "$py" -c 'import json,pathlib,sys; d=json.load(sys.stdin); print(pathlib.Path(d["file"]).with_name(d["name"] + ".pip-lock.txt"))')
-  step "fetch: stack $s wheels $reqs"
-  if grep -q -- '--hash=sha256:' "$lock" 2>/dev/null; then
-    # the stack's hash lock: exactly the files stack install will take, each checked by pip here
-    "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: --require-hashes --no-deps \
-      -r "$lock" -d "$ctx/stack-wheels"
-  else
-    [ -f "$lock" ] || lock=/dev/null                   # constraints pinning the pins' dependencies
-    # shellcheck disable=SC2086  # the requirement list is meant to split into words
-    "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -c "$lock" \
-      -d "$ctx/stack-wheels" $reqs
-  fi
+  step "fetch: stack $s wheels $reqs (hash lock $(basename "$lock"))"
+  [ -f "$lock" ] || die "stack $s has install.pip but no hash lock $lock (stackproof stack lock $s writes it)"
+  # exactly the files `stack install --wheels` will take, each checked against the lock's sha256 here
+  "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: --require-hashes --no-deps \
+    -r "$lock" -d "$ctx/stack-wheels"
 done
 
 # ---- benchmark sources, verified (and kept in the host's stacks-root cache: never fetched twice)

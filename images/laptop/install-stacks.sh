@@ -6,7 +6,7 @@
 #   CTX/debs/*.deb            the stacks' Debian packages (install.apt) the base image lacks
 #   CTX/wheels/               ReFrame and matplotlib (the harness), pinned by requirements-lock.txt
 #   CTX/requirements-lock.txt those pins, without hashes
-#   CTX/stack-wheels/         the pip stacks' wheels (install.pip and the lock beside the stack file)
+#   CTX/stack-wheels/         the pip stacks' wheels (the hash lock beside each stack file)
 #   CTX/sources/<benchmark>/  the benchmarks' verified sources (stackproof stack fetch --into)
 # Leaves /opt/stackproof/stacks/<stack>/ (bench/ with provenance.json) and nothing the acceptance
 # does not use: no source cache, no build trees (bench/.build keeps only the build logs), no wheels.
@@ -33,9 +33,8 @@ step "ReFrame and matplotlib into $venv (wheels, pinned)"
   "$(grep '^reframe-hpc==' "$ctx/requirements-lock.txt")" "$(grep '^matplotlib==' "$ctx/requirements-lock.txt")"
 ln -sf "$venv/bin/reframe" /usr/local/bin/reframe
 
-step "stackproof stack install $* (pip stacks from $ctx/stack-wheels, no index)"
-STACKPROOF_WHEELS=$ctx/stack-wheels PIP_NO_INDEX=1 PIP_FIND_LINKS=$ctx/stack-wheels PIP_NO_CACHE_DIR=1 \
-  stackproof stack install "$@"
+step "stackproof stack install --wheels $ctx/stack-wheels $* (the hash locks, no index)"
+PIP_NO_CACHE_DIR=1 stackproof stack install --wheels "$ctx/stack-wheels" "$@"
 
 step "stackproof stack build${only:+ --only $only} $* (sources verified again from the seeded cache)"
 mkdir -p "$root/sources"
