@@ -45,6 +45,8 @@ def reports(tmp_path_factory):
     args = shlex.split(os.environ.get("STACKPROOF_LAPTOP_ACCEPTANCE_ARGS") or CI_ARGS)
     proc = subprocess.run([str(RUN), "--out", str(OUT), str(out), *args], capture_output=True, text=True,
                           timeout=3600)
+    # the whole run (each acceptance step with its seconds) beside the archive, for CI's artifacts
+    (OUT / "stackproof-laptop.acceptance.log").write_text(proc.stdout + proc.stderr)
     print(proc.stdout[-6000:], proc.stderr[-6000:])
     assert proc.returncode == 0, f"acceptance in the laptop image failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out
