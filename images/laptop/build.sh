@@ -16,7 +16,9 @@
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$repo/build/images
-[ "${1:-}" = --out ] && out=$2
+[ "${1:-}" = --out ] && out=${2:?--out needs a directory}
+# absolute: podman refuses a relative store path (podman-env.sh writes it into its configuration)
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 die() { echo "stackproof-laptop: error: $*" >&2; exit 1; }
 step() { echo "== stackproof-laptop: $*"; }
 stacks="commodity vendor"
