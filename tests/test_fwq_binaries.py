@@ -11,6 +11,7 @@ from conftest import require_files, require_tools
 from signatures import MARGIN, SOURCE_FILL, describe, fill
 from stackproof import noise
 from stackproof.noise.run import binary, build_dir, mpi_env, mpirun_launcher, run_fwq, shielded
+from stackproof.errors import StackproofError
 
 NCPUS = os.cpu_count() or 1
 
@@ -224,3 +225,16 @@ def test_cli_run_and_busy_inject(tmp_path, capsys):
     assert main(["noise", "inject", "--mode", "signal", "--freq", "20", "--duration", "1ms"]) == 1
     assert "COMMAND" in capsys.readouterr().err
     assert main(["noise", "run", "--threads", "-n", "0", "-w", "10", "-o", str(out)]) == 1
+
+
+def test_selfish_library_found_in_an_installed_prefix(tmp_path, monkeypatch):
+    # an image installs fwq with `cmake --install`: programs in PREFIX/bin, the library in PREFIX/lib
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "bin" / "fwq-th").write_text("")
+    (tmp_path / "lib" / "libfwq-selfish.so").write_text("")
+    monkeypatch.setenv("STACKPROOF_FWQ_BUILD", str(tmp_path / "bin"))
+    assert binary("libfwq-selfish.so") == tmp_path / "lib" / "libfwq-selfish.so"
+    assert binary("fwq-th") == tmp_path / "bin" / "fwq-th"
+    with pytest.raises(StackproofError, match="fwq-noise not found"):
+        binary("fwq-noise")

@@ -26,8 +26,14 @@ def build_dir() -> Path:
 
 
 def binary(name: str) -> Path:
-    """fwq-mpi, fwq-th, fwq-noise or libfwq-selfish.so from the build directory."""
+    """fwq-mpi, fwq-th, fwq-noise or libfwq-selfish.so from the build directory.
+
+    An installed fwq (an image's /opt/stackproof, STACKPROOF_FWQ_BUILD=PREFIX/bin) keeps the library
+    where `cmake --install` puts it, PREFIX/lib: look there too for a library."""
     path = build_dir() / name
+    if not path.exists() and name.endswith(".so"):
+        installed = build_dir().parent / "lib" / name
+        path = installed if installed.exists() else path
     if not path.exists():
         raise StackproofError(f"{path} not found: build it with `make fwq` (or set STACKPROOF_FWQ_BUILD)")
     return path
