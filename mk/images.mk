@@ -16,8 +16,8 @@ IMAGES_OUT ?= $(BUILD)/images
 IMAGES_BUILD_WANTED = $(shell if [ "$${STACKPROOF_IMAGES:-}" = 1 ]; then echo yes; \
   elif [ -z "$${STACKPROOF_IMAGES:-}" ] && command -v podman >/dev/null && command -v mmdebstrap >/dev/null; then echo yes; fi)
 
-.PHONY: images-test images-lint images-debian images-laptop images-smoke images-regen images-tools laptop-sif \
-  laptop-acceptance
+.PHONY: images-test images-lint images-debian images-laptop images-smoke images-regen images-tools laptop-sif
+.PHONY: laptop-acceptance
 TEST_TARGETS += images-test
 ifeq ($(IMAGES_BUILD_WANTED),yes)
 # images-test runs it (before pytest's own run: its test cluster takes the host's network and ports)
