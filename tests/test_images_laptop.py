@@ -36,6 +36,21 @@ def test_image_build_is_offline_and_uses_the_products_own_stack_commands():
     inside = (LAPTOP / "install-stacks.sh").read_text()
     assert 'stackproof stack install --wheels "$ctx/stack-wheels" "$@"' in inside and 'stackproof stack build ${only:+--only "$only"} "$@"' in inside
     assert "--no-index" in inside and "--require-hashes" in build
+    # the image runs this tree's stackproof/FWQ, not the code of a kept debian12-compute archive's day
+    assert 'source-tree.sh" "$repo" "$ctx/stackproof-src"' in build
+    assert 'install-stack.sh" components "$ctx/stackproof-src" /opt/stackproof' in inside
+    assert inside.index("components \"$ctx/stackproof-src\"") < inside.index("stackproof stack build ${only")
+
+
+def test_source_tree_holds_what_components_needs(tmp_path):
+    proc = _run(REPO / "images/common/source-tree.sh", REPO, tmp_path / "src")
+    assert proc.returncode == 0, proc.stderr
+    for f in ("mpibind/CMakeLists.txt", "fwq/CMakeLists.txt", "pyproject.toml", "setup.py",
+              "src/stackproof/cli.py", "slurm-conf/profiles.yaml"):
+        assert (tmp_path / "src" / f).is_file(), f
+    assert not list((tmp_path / "src").rglob("__pycache__"))
+    bad = _run(REPO / "images/common/source-tree.sh", tmp_path / "nowhere", tmp_path / "x")
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "not a stackproof source tree" in bad.stderr
 
 
 @pytest.mark.parametrize("script, args, needle", [

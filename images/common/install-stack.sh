@@ -115,8 +115,9 @@ components() {
   python=python3
   command -v python3.11 >/dev/null 2>&1 && python=python3.11
   "$python" -m venv --system-site-packages "$prefix/venv"
-  "$prefix/venv/bin/python" -m pip install --no-deps --no-build-isolation --no-index --no-cache-dir \
-    --disable-pip-version-check "$src"
+  # --force-reinstall: a venv that holds the same version from an older tree (the laptop layer) gets this one
+  "$prefix/venv/bin/python" -m pip install --force-reinstall --no-deps --no-build-isolation --no-index \
+    --no-cache-dir --disable-pip-version-check "$src"
   ln -sf "$prefix/venv/bin/stackproof" /usr/local/bin/stackproof
   for tool in mpibind fwq-mpi fwq-th fwq-noise; do ln -sf "$prefix/bin/$tool" "/usr/local/bin/$tool"; done
   rm -rf "$build"

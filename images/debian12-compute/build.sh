@@ -54,11 +54,7 @@ podman import "$out/$name-rootfs.tar" "$base" >/dev/null
 ctx=$out/$name-context
 rm -rf "$ctx" && mkdir -p "$ctx/images"
 cp -r "$repo/images/common" "$ctx/images/"
-# the stackproof source tree as `pip install` needs it (setup.py names the data directories it installs)
-for d in mpibind fwq src slurm-conf reframe-tests images spack-envs; do
-  (cd "$repo" && tar --exclude=build --exclude=__pycache__ --exclude='*.egg-info' -cf - "$d") | tar -C "$ctx" -xf -
-done
-cp "$repo/pyproject.toml" "$repo/setup.py" "$ctx/"
+sh "$repo/images/common/source-tree.sh" "$repo" "$ctx"
 podman build --quiet --layers=false -f "$repo/images/$name/Containerfile" --build-arg BASE="$base" -t "$image" "$ctx" >/dev/null
 t2=$(date +%s)
 

@@ -121,6 +121,9 @@ targets=probe,hello,$(sed -n 's/^fetch \([a-z0-9_]*\) [^ :]*: .*/\1/p' "$out/sta
 t_build=$(date +%s)
 
 cp "$repo/images/laptop/entrypoint.sh" "$repo/images/laptop/install-stacks.sh" "$ctx/images/laptop/"
+# this tree's stackproof, mpibind and FWQ: a debian12-compute archive kept from an earlier build carries
+# the code of its day (install-stacks.sh installs these over it)
+sh "$repo/images/common/source-tree.sh" "$repo" "$ctx/stackproof-src"
 mkdir -p "$ctx/images/common" && cp "$repo/images/common/install-stack.sh" "$ctx/images/common/"
 rm -rf "$ctx/dpkg-status" "$ctx/apt.log" "$ctx/debs.list" "$ctx/no-debs"
 image=localhost/stackproof/stackproof-laptop:latest

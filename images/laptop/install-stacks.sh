@@ -3,6 +3,7 @@
 # and verified on the host, then the product's own stack install/build, offline.
 # usage: install-stacks.sh [--only T,...] CTX STACK...
 #   --only T,...              stack build's targets (build.sh: probe, hello and what it fetched)
+#   CTX/stackproof-src/       this tree's stackproof, mpibind and FWQ sources (installed over the base's)
 #   CTX/debs/*.deb            the stacks' Debian packages (install.apt) the base image lacks
 #   CTX/wheels/               ReFrame and matplotlib (the harness), pinned by requirements-lock.txt
 #   CTX/requirements-lock.txt those pins, without hashes
@@ -21,6 +22,11 @@ shift
 venv=/opt/stackproof/venv
 root=${STACKPROOF_STACKS_ROOT:-/opt/stackproof/stacks}
 step() { echo "[install-stacks $(date +%H:%M:%S)] $*"; }
+
+step "stackproof, mpibind and FWQ from this tree (the base image may hold an older build of them)"
+[ -f "$ctx/stackproof-src/pyproject.toml" ] || die "$ctx has no stackproof-src/ (build.sh copies the source tree there)"
+sh "$ctx/images/common/install-stack.sh" components "$ctx/stackproof-src" /opt/stackproof >/dev/null
+rm -rf "$ctx/stackproof-src"
 
 step "Debian packages of the stacks: $(find "$ctx/debs" -name '*.deb' 2>/dev/null | wc -l) .deb files"
 if ls "$ctx"/debs/*.deb >/dev/null 2>&1; then

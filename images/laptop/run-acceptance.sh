@@ -10,9 +10,9 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$repo/build/images
 die() { echo "stackproof-laptop-run: error: $*" >&2; exit 1; }
 [ "${1:-}" = --out ] && { out=${2:?--out needs a directory}; shift 2; }
+[ $# -ge 1 ] || die "usage: run-acceptance.sh [--out DIR] REPORTS_DIR [ACCEPTANCE ARGS...]"
 [ -d "$out" ] || die "$out: no such directory (make images-laptop writes build/images)"
 out=$(cd "$out" && pwd)     # podman refuses a relative store path
-[ $# -ge 1 ] || die "usage: run-acceptance.sh [--out DIR] REPORTS_DIR [ACCEPTANCE ARGS...]"
 reports=$1
 shift
 [ "$(id -u)" -eq 0 ] || die "run as root (podman --privileged, the test cluster's namespaces and cgroups)"
