@@ -26,5 +26,5 @@ vcluster-down: venv
 
 vcluster-test: venv vcluster-tools $(IMAGES_OUT)/debian12-compute.oci.tar
 	@echo "== vcluster: boot 2 QEMU nodes from the node image, Slurm + MPI across them"
-	@start=$$(date +%s); STACKPROOF_VCLUSTER=1 $(PY) -m pytest -ra -s tests/test_vcluster_live.py; \
-	  echo "vcluster-test took $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); STACKPROOF_VCLUSTER=1 $(PY) -m pytest -ra -s tests/test_vcluster_live.py; rc=$$?; \
+	  echo "vcluster-test took $$(( $$(date +%s) - start )) s"; exit $$rc

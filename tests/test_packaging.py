@@ -178,3 +178,15 @@ def test_every_make_target_brings_its_prerequisites(clone):
         deps, cmake = first(r"install-deps\.sh"), first(r"cmake -S ")
         if cmake is not None:
             assert deps is not None and deps < cmake, f"make {target} configures with CMake before install-deps"
+
+
+def test_timed_recipes_keep_the_commands_exit_status():
+    """A recipe that prints how long a command took (`cmd; echo took ...`) must still fail when the
+    command failed: `echo`'s status would otherwise report a failed image build or acceptance as
+    passed in CI."""
+    root = source_tree()
+    for mk in [root / "Makefile", *sorted((root / "mk").glob("*.mk"))]:
+        recipes = re.sub(r"\\\n\s*", " ", mk.read_text())      # one logical line per recipe line
+        for line in recipes.splitlines():
+            if re.search(r"took \$\$", line):
+                assert re.search(r"rc=\$\$\?.*exit \$\$rc", line), f"{mk.name}: {line.strip()[:160]}"
