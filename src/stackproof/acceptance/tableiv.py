@@ -44,7 +44,7 @@ from stackproof.noise.trace import TraceError, load
 from stackproof.paths import REPO
 from stackproof.reframe import session
 
-SIGNATURE = "10Hz-2500us"      # the seed's daemon: 10 Hz x 2.5 ms at SCHED_FIFO
+SIGNATURE = tableiv.SIGNATURE
 SAMPLES, WORK = tableiv.SAMPLES, tableiv.WORK
 ROUNDS = 7
 DEFAULT_OUT = REPO / "build" / "fwq" / "table-iv"

@@ -47,6 +47,7 @@ CONDITION_LABEL = {
 }
 INJECTED_PROFILES = ("baseline", "corespec")   # the in-job injector's rows: two show it cannot be moved
 METRICS = ("std", "max", "noise_fraction")       # std: the headline (the paper's Table IV column)
+SIGNATURE = "10Hz-2500us"      # the seed's daemon: 10 Hz x 2.5 ms (at SCHED_FIFO on the cluster)
 HEADLINE = "std"
 PROFILE_ORDER = ("baseline", "freecore-first", "freecore-last", "corespec", "clean")
 BASELINE = "baseline"
@@ -189,7 +190,7 @@ def signature_period_ms(signature: str) -> float | None:
 
 
 def table(runs: list[Run], baseline: str = BASELINE, alpha: float = ALPHA, margin: float = MARGIN,
-          signature: str = "10Hz-2500us", rule: str = "bh") -> list[Row]:
+          signature: str = SIGNATURE, rule: str = "bh") -> list[Row]:
     """One row per condition and profile (conditions in CONDITIONS order, profiles in the paper's),
     with each metric's call against `baseline` of the same condition; every call of the table in one
     family at `alpha`."""
@@ -300,7 +301,7 @@ def _cores_text(row: Row) -> str:
     return f"CPU {cpu}" + ("" if k == row.n else f" in {k} of {row.n} runs")
 
 
-def sentence(row: Row, rows: list[Row], signature: str = "10Hz-2500us") -> str:
+def sentence(row: Row, rows: list[Row], signature: str = SIGNATURE) -> str:
     """One sentence on what a row shows: the call with its ratio, and why (where the daemon could
     run, whether the most affected core carries its signature)."""
     sig = f"its {signature_period_ms(signature) or 0:g} ms signature"
@@ -336,7 +337,7 @@ def sentence(row: Row, rows: list[Row], signature: str = "10Hz-2500us") -> str:
     return f"{label}: {verdict}; {cause}."
 
 
-def sentences(rows: list[Row], signature: str = "10Hz-2500us") -> list[str]:
+def sentences(rows: list[Row], signature: str = SIGNATURE) -> list[str]:
     return [sentence(r, rows, signature) for r in rows]
 
 

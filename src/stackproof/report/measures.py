@@ -122,12 +122,12 @@ def table_iv_groups(ctx: Context) -> list[dict]:
         except (OSError, ValueError) as exc:
             raise StackproofError(f"{path}: {exc}") from None
         runs = tableiv.runs_from_json(doc)
-        sig = doc.get("signature") if isinstance(doc.get("signature"), str) else "10Hz-2500us"
+        sig = doc.get("signature") if isinstance(doc.get("signature"), str) else tableiv.SIGNATURE
         return [{"caption": f"the Table IV matrix of this run ({len(runs)} FWQ runs, {path.parent.name}/)",
                  "runs": runs, "signature": sig, "base": path.parent, "stack": "", "system": "test cluster"}] if runs else []
     groups = runs_from_cases(ctx.cases)
     return [{"caption": f"{stack} on {system} (ReFrame FWQNoise cases)" if len(groups) > 1 else
-             "ReFrame FWQNoise cases of this run", "runs": runs, "signature": "10Hz-2500us", "base": None,
+             "ReFrame FWQNoise cases of this run", "runs": runs, "signature": tableiv.SIGNATURE, "base": None,
              "stack": stack, "system": system} for (stack, system), runs in sorted(groups.items())]
 
 
@@ -144,7 +144,7 @@ def noise_rows(cases) -> list[dict]:
 
 
 def _row_dicts(rows, stack, system, runs, base) -> list[dict]:
-    sig = {"none": "none", "daemon": "daemon-10Hz-2500us", "injected": "10Hz-2500us"}
+    sig = {"none": "none", "daemon": f"daemon-{tableiv.SIGNATURE}", "injected": tableiv.SIGNATURE}
     out = []
     for r, d in zip(rows, tableiv.rows_as_dicts(rows)):
         std = r.calls.get(tableiv.HEADLINE)
