@@ -31,11 +31,15 @@ def test_the_acceptance_runs_table_iv_after_the_hunt_and_before_the_projection(t
 
 def test_a_profile_without_node_checks_starts_no_session():
     # a ReFrame session that selects nothing fails (it measured nothing): freecore-* reserve no
-    # cores, and the binding check needs the mpibind plugin, which the per-profile clusters do not load
+    # cores, and the binding check needs the mpibind plugin (the per-profile clusters load it)
     assert suite.node_check_names("freecore-first", reserves=False, mpibind=False) == []
     assert suite.node_check_names("baseline", reserves=False, mpibind=False) == []
-    assert suite.node_check_names("baseline", reserves=False, mpibind=True) == ["^MpibindBinding"]
+    assert suite.node_check_names("baseline", reserves=False, mpibind=True) == ["^MpibindBinding.*%profile=baseline(%|$)"]
+    assert suite.node_check_names("freecore-last", reserves=False, mpibind=True) == [
+        "^MpibindBinding.*%profile=freecore\\-last(%|$)"]
     assert suite.node_check_names("corespec", reserves=True, mpibind=False) == ["^CoreSpecCheck.*%profile=corespec(%|$)"]
+    assert suite.node_check_names("clean", reserves=True, mpibind=True) == [
+        "^CoreSpecCheck.*%profile=clean(%|$)", "^MpibindBinding.*%profile=clean(%|$)"]
 
 
 def test_fwq_step_takes_the_usable_cpus_and_pins_to_the_application_cores():

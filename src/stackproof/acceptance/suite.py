@@ -33,9 +33,9 @@ STACK_CHECKS = ("NetPIPE", "MemoryBandwidth", "OSUBenchmark", "AMGBenchmark", "S
 # FWQ per profile is the Table IV matrix (tableiv.py), not a node check: it needs the profiles
 # interleaved in time and the noise daemon switched, which one session per profile cannot do.
 # CoreSpecCheck checks a profile that reserves cores (CpuSpecList, bound daemons); MpibindBinding
-# needs the mpibind plugin loaded (node_check_names).
+# checks every profile where the mpibind plugin is loaded (node_check_names).
 NODE_CHECKS = ("CoreSpecCheck",)
-BASELINE_NODE_CHECKS = ("MpibindBinding",)
+MPIBIND_NODE_CHECKS = ("MpibindBinding",)
 RFM_LINE = re.compile(r"^\[\s*(RUN|OK|FAIL|SKIP)\s*\]\s*(?:\(\s*(\d+)/(\d+)\)\s+)?(.+?)\s+/\w+\s+@\S+?\+(\S+)")
 
 
@@ -271,11 +271,9 @@ def compare_stacks(target: Target, env: dict, out: Path, design: Design, budget_
 def node_check_names(profile: str, reserves: bool, mpibind: bool) -> list[str]:
     """The node checks that apply to `profile` on the cluster as it runs (a ReFrame session that
     selects none fails: it measured nothing): CoreSpecCheck where the profile reserves cores, the
-    binding check under baseline where the mpibind plugin is loaded."""
-    names = [f"^{c}.*%profile={re.escape(profile)}(%|$)" for c in NODE_CHECKS] if reserves else []
-    if profile == "baseline" and mpibind:
-        names += [f"^{c}" for c in BASELINE_NODE_CHECKS]
-    return names
+    binding check under every profile where the mpibind plugin is loaded."""
+    checks = (NODE_CHECKS if reserves else ()) + (MPIBIND_NODE_CHECKS if mpibind else ())
+    return [f"^{c}.*%profile={re.escape(profile)}(%|$)" for c in checks]
 
 
 def node_checks(target: Target, env: dict, out: Path, stack: str, profile: str, names: list[str], repeat: int,
