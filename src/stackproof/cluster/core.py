@@ -146,8 +146,8 @@ class Cluster:
 
     def _switch_noise_daemon(self, st: State, settings: Settings, prof) -> None:
         """Stop the running noise daemon (found by name, as down() does), start the new one bound as
-        the profile binds daemons; 0.05-0.35 s instead of a restart (a Table IV matrix switches it
-        between every run)."""
+        the profile binds daemons; a fraction of a restart's time (docs/performance.md), and a Table IV
+        matrix switches it between every run."""
         kill_and_wait(_named(daemons_of(self.root), "fwq-noise"), timeout=5)
         st.noise_pid = None
         st.settings = settings.key()
@@ -173,7 +173,7 @@ class Cluster:
                    "EnforcePartLimits=ALL",
                    # schedule a batch job when it is submitted, not in the next pass up to 3 s later
                    # (Slurm's default batch_sched_delay=3): ReFrame's jobs run one after another
-                   # (--dependency=singleton), so the delay was paid by every test case (1-2.5 s each)
+                   # (--dependency=singleton), so every test case paid the delay (docs/performance.md)
                    "SchedulerParameters=batch_sched_delay=0"])
 
     def _start(self, s: Settings, nt, prof) -> State:
