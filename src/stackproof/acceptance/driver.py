@@ -350,13 +350,14 @@ def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) 
     steps.append(("launch costs (empty job, identity probe)", lambda: _costs(cluster, args, state)))
     steps.append((f"stack comparison ({' vs '.join(args.stack)}, looks after "
                   f"{', '.join(map(str, args.design.looks))} pairs)", lambda: _compare(cluster, out, args, state)))
-    steps.append(("results merged (reframe-report.json)", lambda: _merge(out, args, nt, state)))
     for prof in ("baseline", "corespec"):
         steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
                       lambda p=prof: _hunt(cluster, out, p)))
     proposal = out / "hunt" / "baseline" / "proposal" / "profiles.yaml"
     steps.append(("the hunt's proposal: cluster up and node checks",
                   lambda: _proposal_checks(cluster, out, args, nt, proposal, plugin, state)))
+    # after the last ReFrame session: the report holds every node check, the proposal's too
+    steps.append(("results merged (reframe-report.json)", lambda: _merge(out, args, nt, state)))
     steps.append((f"Table IV: the profiles against a noise daemon ({args.table_iv_rounds} interleaved rounds)",
                   lambda: tableiv.acceptance_step(cluster, out, args.table_iv_rounds, proposal)))
     steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
