@@ -317,6 +317,25 @@ def read_tail(root, rel, nbytes: int = TAIL_BYTES, **kw) -> bytes:
         return fh.read(nbytes)
 
 
+def read_in(directory, name, cap: int = MAX_OUTPUT) -> bytes:
+    """A job's file: `name` below `directory` (an absolute path a job or a VM may have built: no link
+    anywhere on either, open_path), a regular file of at most `cap` bytes."""
+    fd = open_path(directory)
+    try:
+        return read_bytes(fd, name, cap)
+    finally:
+        os.close(fd)
+
+
+def open_in(directory, name, cap: int = MAX_OUTPUT):
+    """(file object, stat) of `name` below `directory`, as read_in checks them."""
+    fd = open_path(directory)
+    try:
+        return open_file(fd, name, cap)
+    finally:
+        os.close(fd)
+
+
 def sha256_beneath(root, rel, cap: int, **kw) -> str:
     label = os.path.join(str(root), os.fspath(rel))
     fh, _st = open_file(root, rel, cap, **kw)

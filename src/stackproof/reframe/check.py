@@ -34,7 +34,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from stackproof.benchparse import BenchParseError, parse_file
+from stackproof import files
+from stackproof.benchparse import PARSERS, BenchParseError
 from stackproof.paths import REPO
 from stackproof.reframe.identity import check_identity, identity_rows
 from stackproof.reframe.layout import nodes_needed
@@ -236,8 +237,11 @@ class StackCheck(rfm.RegressionTestPlugin):
         path = self.stage_file(name)
         cache = self.__dict__.setdefault('_stackproof_parsed', {})
         if path not in cache:
-            try:
-                cache[path] = parse_file(kind, path)
+            try:        # the job (or a virtual cluster's node, on its share) wrote it: stackproof.files
+                text = files.read_in(self.stagedir, name or self.job.stdout).decode(errors='replace')
+                cache[path] = PARSERS[kind](text, path)
+            except (OSError, files.UnsafePath) as exc:
+                raise SanityError(f'{path}: cannot read benchmark output ({exc})') from None
             except BenchParseError as exc:
                 raise SanityError(str(exc)) from None
         return cache[path]
