@@ -175,3 +175,24 @@ def test_open_path_refuses_a_link_anywhere_on_an_absolute_path(tmp_path):
         os.close(fd)
     with pytest.raises(files.UnsafePath, match=f"{tmp_path}/via is a symbolic link"):
         files.open_path(tmp_path / "via" / "stage")
+
+
+def test_remove_specials_leaves_only_regular_files_and_directories(tmp_path):
+    """What StackCheck runs on a stage directory before ReFrame copies from it (shutil.copy follows
+    links): links, FIFOs and sockets go, files and directories stay, nothing is followed."""
+    import socket
+    stage = tmp_path / "stage"
+    (stage / "sub").mkdir(parents=True)
+    (stage / "rfm_job.out").write_text("out\n")
+    (stage / "rfm_job.err").symlink_to("/etc/shadow")
+    (stage / "sub" / "np.out").symlink_to(tmp_path)
+    os.mkfifo(stage / "sub" / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(stage / "sock"))
+    sock.close()
+    (tmp_path / "kept").mkdir()
+    (stage / "linkdir").symlink_to(tmp_path / "kept")
+    removed = files.remove_specials(stage)
+    assert sorted(removed) == ["linkdir", "rfm_job.err", "sock", "sub/fifo", "sub/np.out"]
+    assert sorted(p.name for p in stage.rglob("*")) == ["rfm_job.out", "sub"]
+    assert (tmp_path / "kept").is_dir()

@@ -371,6 +371,34 @@ def remove_entry(directory: Path, name: str) -> None:
         os.close(fd)
 
 
+def remove_specials(directory, max_depth: int = 32) -> list[str]:
+    """Remove every entry below `directory` (an absolute path, no link on it: open_path) that is not a
+    regular file or a directory: links, FIFOs, devices, sockets. Walked through directory
+    descriptors, nothing followed, at most `max_depth` levels; the names removed, relative."""
+    removed: list[str] = []
+
+    def walk(fd: int, prefix: str, depth: int) -> None:
+        for entry in os.scandir(fd):
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if depth < max_depth:
+                    sub = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                    try:
+                        walk(sub, f"{prefix}{entry.name}/", depth + 1)
+                    finally:
+                        os.close(sub)
+            elif not stat.S_ISREG(st.st_mode):
+                os.unlink(entry.name, dir_fd=fd)
+                removed.append(prefix + entry.name)
+
+    top = open_path(directory)
+    try:
+        walk(top, "", 0)
+    finally:
+        os.close(top)
+    return removed
+
+
 # ---- directories root writes into ---------------------------------------------------------------------
 
 def check_owned_dir(path, what: str, create: bool = False) -> Path:

@@ -144,6 +144,22 @@ class StackCheck(rfm.RegressionTestPlugin):
             if os.path.isfile(path):
                 self.reference = {'$ref': ref}
 
+    @run_before('cleanup')
+    def drop_links_before_the_copy(self):
+        """ReFrame copies the job's files and keep_files from the stage directory to the output
+        directory with shutil.copy, which follows links: a job (on the virtual cluster, a node writing
+        its share) could make root copy any file of the head there. Links, FIFOs and devices in the
+        stage directory are removed first (stackproof.files, nothing followed)."""
+        if self.is_dry_run():
+            return
+        try:
+            removed = files.remove_specials(self.stagedir)
+        except (OSError, files.UnsafePath) as exc:
+            self.logger.warning(f'stage directory not checked before the copy to the output directory: {exc}')
+            return
+        for name in removed:
+            self.logger.warning(f'{self.stagedir}/{name}: not a regular file: removed before the copy')
+
     @run_before('run')
     def prepare_launch(self):
         """Steps 4-5: a job that fits the partition; the identity probe before the benchmark."""
