@@ -24,17 +24,17 @@ from pathlib import Path
 
 import pytest
 from attacker import INTERPRETERS, Attacker, root_python
+from conftest import require_root
 from sourcetest import make_tarball
 
 SECRET = "ROOT-ONLY-SECRET-7f3a"
 ROUNDS = 12
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the attacker runs as nobody")
-
-
 @pytest.fixture
 def base():
-    """A directory `nobody` may traverse (pytest's tmp_path is 0700): root's own, 0755, under /tmp."""
+    """A directory `nobody` may traverse (pytest's tmp_path is 0700): root's own, 0755, under /tmp.
+    Root is needed: the attacker runs as nobody."""
+    require_root()
     d = Path(tempfile.mkdtemp(prefix="spk-attack-", dir="/tmp"))
     d.chmod(0o755)
     yield d
