@@ -11,6 +11,7 @@ fails with one line, or is harmless, and that nothing the attacker wrote ran or 
   function as a seam, not by timing).
 Offline: repositories and tarballs made here."""
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -21,10 +22,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from attacker import INTERPRETERS, root_python
 from sourcetest import make_tarball, no_apt
 
 from stackproof import files
-from stackproof.stacks import fetch, gitsource, sources, unpack
+from stackproof.stacks import fetch, sources, unpack
 from stackproof.stacks.recipes import parse_recipe
 
 GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null")
@@ -44,13 +46,41 @@ PINNED = {"Makefile": b"all:\n\techo pinned\n", "src/a.c": b"int a;\n"}
 OTHER = {"Makefile": b"all:\n\techo not the pinned commit\n", "src/a.c": b"int evil;\n"}
 
 
-def recipe(commit, tree_sha256=None, sha256=None):
+def recipe_body(commit, tree_sha256=None, sha256=None) -> dict:
     git_ = {"url": "https://example.org/demo.git", "tag": "v1", "commit": commit,
             **({"tree_sha256": tree_sha256} if tree_sha256 else {})}
-    body = {"version": "1.0", "spack": "demo", "licence": "MIT", "measures": "nothing",
+    return {"version": "1.0", "spack": "demo", "licence": "MIT", "measures": "nothing",
             "source": {"top": "demo-1.0", "git": git_, **({"file": "demo-1.0.tar.gz", "sha256": sha256} if sha256 else {})},
             "build": [{"run": ["make"]}], "install": {"bin/demo": "demo"}}
-    return parse_recipe("demo", body, "test")
+
+
+def recipe(commit, tree_sha256=None, sha256=None):
+    return parse_recipe("demo", recipe_body(commit, tree_sha256, sha256), "test")
+
+
+# sources.obtain in the interpreter under test (/usr/bin/python3 or the venv's): one JSON line
+OBTAIN = r"""
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from stackproof.errors import StackproofError
+from stackproof.stacks import gitsource, sources
+from stackproof.stacks.recipes import parse_recipe
+a = json.loads(sys.argv[2])
+gitsource.GIT_TIMEOUT_S = a.get("timeout", gitsource.GIT_TIMEOUT_S)
+lines = []
+try:
+    got = sources.obtain(parse_recipe("demo", a["recipe"], "test"), mirror=Path(a["mirror"]) if a["mirror"] else None,
+                         log=lines.append, runner=None, online=False)
+    print(json.dumps({"ok": str(got.archive), "log": lines}))
+except StackproofError as exc:
+    print(json.dumps({"refused": str(exc), "log": lines}))
+"""
+
+
+def obtain_in(python, stacks_root, body, mirror, **extra):
+    return root_python(python, OBTAIN, json.dumps({"recipe": body, "mirror": str(mirror) if mirror else None, **extra}),
+                       env={"STACKPROOF_STACKS_ROOT": str(stacks_root)})
 
 
 def _commits(work: Path) -> tuple[str, str]:
@@ -175,8 +205,9 @@ def _processes_naming(path: Path) -> list[str]:
     return out
 
 
+@pytest.mark.parametrize("python", INTERPRETERS, ids=["system-python", "venv"])
 @pytest.mark.parametrize("fifo", ["config", "objects/info/alternates"])
-def test_git_timeout_kills_everything_it_started(stacks_root, tmp_path, monkeypatch, fifo):
+def test_git_timeout_kills_everything_it_started(stacks_root, tmp_path, fifo, python):
     """A mirror whose `config` or `objects/info/alternates` is a FIFO blocks git-upload-pack; the old
     timeout killed only `git fetch` and left upload-pack running as root under PID 1. Now git runs in
     a process group of its own and the group is killed: one line, nothing left running."""
@@ -184,11 +215,8 @@ def test_git_timeout_kills_everything_it_started(stacks_root, tmp_path, monkeypa
     target = mirror / "demo.git" / fifo
     target.unlink(missing_ok=True)
     os.mkfifo(target)
-    monkeypatch.setattr(gitsource, "GIT_TIMEOUT_S", 2)
-    with pytest.raises(sources.SourceUnavailable) as exc:
-        sources.obtain(recipe(pinned, expected_digest(PINNED)), mirror=mirror, log=lambda m: None, runner=no_apt,
-                       online=False)
-    assert "timed out after 2 s" in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+    got = obtain_in(python, stacks_root, recipe_body(pinned, expected_digest(PINNED)), mirror, timeout=2)
+    assert "timed out after 2 s" in got.get("refused", "") and "\n" not in got["refused"], got
     left = _processes_naming(mirror)
     for _ in range(100):            # SIGKILL is asynchronous: wait (bounded) for the kernel to finish it
         if not left:
@@ -221,29 +249,29 @@ def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(stacks_roo
     assert "\n" not in str(exc.value) and not first.archive.exists()
 
 
-def test_unpinned_git_export_is_never_reused_from_the_cache(stacks_root, tmp_path):
+@pytest.mark.parametrize("python", INTERPRETERS, ids=["system-python", "venv"])
+def test_unpinned_git_export_is_never_reused_from_the_cache(stacks_root, tmp_path, python):
     """SW4's recipe pins only a commit: its only pin used to live in the cache it should check (any
     tree plus a matching <tar>.origin was accepted, and `make sw4` ran its Makefile as root). Now the
     export is made again from the commit every time; an entry in the cache, with whatever record,
     is removed and never used."""
     mirror, pinned, _marks = _hostile_mirror(tmp_path)
-    r = recipe(pinned)                                  # no source.git.tree_sha256
-    lines = []
-    first = sources.obtain(r, mirror=mirror, log=lines.append, runner=no_apt)
-    assert any("never reused from the cache" in line for line in lines), lines
+    body = recipe_body(pinned)                          # no source.git.tree_sha256
+    first = obtain_in(python, stacks_root, body, mirror)
+    assert any("never reused from the cache" in line for line in first["log"]), first
+    archive = Path(first["ok"])
     # the attack: another tree, and a record claiming its digest for the pinned commit
-    make_tarball(first.archive, OTHER, mode="w")
-    forged = unpack.archive_tree_digest(first.archive)
-    first.archive.with_name(first.archive.name + ".origin").write_text(
+    make_tarball(archive, OTHER, mode="w")
+    forged = unpack.archive_tree_digest(archive)
+    archive.with_name(archive.name + ".origin").write_text(
         f'{{"origin": "mirror x", "commit": "{pinned}", "tree_sha256": "{forged}"}}\n')
-    with pytest.raises(sources.SourceUnavailable) as exc:
-        sources.obtain(r, mirror=None, log=lines.append, runner=no_apt, online=False)
-    assert "\n" not in str(exc.value) and not first.archive.exists()
-    assert any("never reused" in line and "removed" in line for line in lines), lines
+    got = obtain_in(python, stacks_root, body, None)
+    assert "no source" in got["refused"] and "\n" not in got["refused"] and not archive.exists()
+    assert any("never reused" in line and "removed" in line for line in got["log"]), got
     # with the mirror it is exported again: the pinned commit's files, whatever the cache held
-    make_tarball(first.archive, OTHER, mode="w")
-    got = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_apt)
-    assert _tar_files(got.archive) == {f"demo-1.0/{k}": v for k, v in PINNED.items()}
+    make_tarball(archive, OTHER, mode="w")
+    again = obtain_in(python, stacks_root, body, mirror)
+    assert _tar_files(Path(again["ok"])) == {f"demo-1.0/{k}": v for k, v in PINNED.items()}
 
 
 def test_git_export_changed_after_the_check_is_refused_as_it_is_unpacked(stacks_root, tmp_path):
