@@ -13,13 +13,13 @@ stage directory (P x Q: the most square grid of the ranks). Output: hpccoutf.txt
 stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark (skipped, saying how to build
 it, when the stack has none). Repeated STACKPROOF_REPEAT times.
 """
-import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
+from stackproof import files
 from stackproof.benchparse import HPCC_METRICS
 from stackproof.reframe.check import StackCheck, repeats
 from stackproof.reframe.layout import dims_create
@@ -73,9 +73,11 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
         if self.size not in self.hpl_n:
             raise SanityError(f'size {self.size!r} has no HPL order in hpl_n ({sorted(self.hpl_n)})')
         p, q = process_grid(self.num_tasks)
-        with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fh:
-            fh.write(hpcc_input(self.hpl_n[self.size], self.block, p, q, "written by stackproof's hpcc check",
-                                self.hpl_repeat))
+        # the stage directory may be on a share the nodes write: a new file renamed into place (files)
+        with files.Staging(self.stagedir) as stage:
+            stage.write('hpccinf.txt', hpcc_input(self.hpl_n[self.size], self.block, p, q,
+                                                  "written by stackproof's hpcc check", self.hpl_repeat).encode())
+            stage.commit('hpccinf.txt', mode=0o644)
 
     def verify(self):
         result = self.parse_output('hpcc', 'hpccoutf.txt')

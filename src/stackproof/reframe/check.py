@@ -34,7 +34,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from stackproof.benchparse import BenchParseError, parse_file
+from stackproof import files
+from stackproof.benchparse import PARSERS, BenchParseError
 from stackproof.paths import REPO
 from stackproof.reframe.identity import check_identity, identity_rows
 from stackproof.reframe.layout import nodes_needed
@@ -143,6 +144,22 @@ class StackCheck(rfm.RegressionTestPlugin):
             if os.path.isfile(path):
                 self.reference = {'$ref': ref}
 
+    @run_before('cleanup')
+    def drop_links_before_the_copy(self):
+        """ReFrame copies the job's files and keep_files from the stage directory to the output
+        directory with shutil.copy, which follows links: a job (on the virtual cluster, a node writing
+        its share) could make root copy any file of the head there. Links, FIFOs and devices in the
+        stage directory are removed first (stackproof.files, nothing followed)."""
+        if self.is_dry_run():
+            return
+        try:
+            removed = files.remove_specials(self.stagedir)
+        except (OSError, files.UnsafePath) as exc:
+            self.logger.warning(f'stage directory not checked before the copy to the output directory: {exc}')
+            return
+        for name in removed:
+            self.logger.warning(f'{self.stagedir}/{name}: not a regular file: removed before the copy')
+
     @run_before('run')
     def prepare_launch(self):
         """Steps 4-5: a job that fits the partition; the identity probe before the benchmark."""
@@ -236,8 +253,11 @@ class StackCheck(rfm.RegressionTestPlugin):
         path = self.stage_file(name)
         cache = self.__dict__.setdefault('_stackproof_parsed', {})
         if path not in cache:
-            try:
-                cache[path] = parse_file(kind, path)
+            try:        # the job (or a virtual cluster's node, on its share) wrote it: stackproof.files
+                text = files.read_in(self.stagedir, name or self.job.stdout).decode(errors='replace')
+                cache[path] = PARSERS[kind](text, path)
+            except (OSError, files.UnsafePath) as exc:
+                raise SanityError(f'{path}: cannot read benchmark output ({exc})') from None
             except BenchParseError as exc:
                 raise SanityError(str(exc)) from None
         return cache[path]

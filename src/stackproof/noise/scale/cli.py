@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from stackproof import files
 from stackproof.errors import StackproofError
 from stackproof.noise.scale import loggp as lg
 from stackproof.noise.scale.collectives import ALGORITHMS
@@ -109,6 +110,16 @@ def _placements(text: str) -> list[str]:
     return names
 
 
+def _parse_output(kind: str, path: Path):
+    """A benchmark's output file in a job's output directory, read through stackproof.files."""
+    from stackproof.benchparse import PARSERS
+    try:
+        text = files.read_in(path.parent, path.name).decode(errors="replace")
+    except (OSError, files.UnsafePath) as exc:
+        raise StackproofError(f"{path}: cannot read benchmark output ({exc})") from None
+    return PARSERS[kind](text, str(path))
+
+
 def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
     from stackproof.benchparse import parse_file
     params = lg.LogGP()
@@ -116,14 +127,14 @@ def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
     for kind, path in candidates:
         try:
             if kind == "osu":
-                result = parse_file("osu", path)
+                result = parse_file("osu", path) if loggp_from else _parse_output("osu", path)
                 values = result.values()
                 if result.metric == "latency":
                     params = lg.fit(list(values), list(values.values()), f"osu_latency {path}")
                 else:
                     params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
             else:
-                netpipe = parse_file("netpipe", path)
+                netpipe = _parse_output("netpipe", path)
                 params = lg.fit(netpipe.sizes, netpipe.times_us, f"NetPIPE {path}")
             break
         except StackproofError as exc:
@@ -138,7 +149,7 @@ def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
 def _noises(run: str | None, signature: str | None, stack: str | None, profiles: list[str] | None):
     if signature:
         return {signature: (parse_signature(signature), None)}, []
-    from stackproof.noise.trace import load
+    from stackproof.noise.trace import load_in
     found = load_run(run, stack)
     wanted = profiles or list(found.traces)
     missing = [p for p in wanted if p not in found.traces]
@@ -147,7 +158,8 @@ def _noises(run: str | None, signature: str | None, stack: str | None, profiles:
                               f"measured: {', '.join(found.traces)}")
     out = {}
     for p in wanted:
-        trace = load(found.traces[p])
+        # a job's output directory (sources.load_run resolved the user's own path): stackproof.files
+        trace = load_in(found.traces[p].parent, found.traces[p].name)
         out[p] = (from_trace(trace), trace.nranks)
     return out, found.curves
 
