@@ -330,10 +330,9 @@ def sentence(row: Row, rows: list[Row], signature: str = SIGNATURE) -> str:
     elif c.verdict == SAME:
         verdict = f"no difference from baseline on std ({ratio_text(c)})"
     elif c.verdict == INCONCLUSIVE:
-        verdict = (f"inconclusive on std ({ratio_text(c)}: a difference up to {100 * (c.seen or 0):.0f} % "
-                   "is not excluded)")
+        verdict = f"inconclusive on std ({ratio_text(c)}: {c.reason})"
     else:
-        verdict = f"{NO_VERDICT} on std ({c.why})"
+        verdict = f"{NO_VERDICT} on std ({c.reason})"
     return f"{label}: {verdict}; {cause}."
 
 

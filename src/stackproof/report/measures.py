@@ -17,7 +17,11 @@ from stackproof.noise.trace import TraceError, load
 from stackproof.report.curves import curves, human_bytes
 from stackproof.report.plots import curve_plot, fwq_plots, slug
 from stackproof.report.sections import Context, Section, Table, fmt
-from stackproof.report.verdict import copy_bandwidth, judge, node_checks_section
+from stackproof.report.calls import judge, node_check_keys
+from stackproof.report.membw import copy_bandwidth
+from stackproof.report.rows import by_key, why_not_measured
+from stackproof.report.stats import summarize
+from stackproof.report.verdict import direction_text
 
 
 def curves_section(ctx: Context) -> Section | None:
@@ -167,6 +171,34 @@ def _representative(runs, row, base) -> str | None:
         if ".." in Path(mine[len(mine) // 2].trace).parts:
             return None
     return str(t) if t.is_file() else None
+
+
+def node_checks_section(ctx: Context) -> Section | None:
+    """Table-IV style: the node checks (one stack), each metric's median, spread and n; failures and
+    skips with their reason, never as 'not measured' rows of the stack verdict."""
+    node = node_check_keys(ctx.cases, ctx.stacks)
+    if not node:
+        return None
+    keyed = by_key(ctx.cases)
+    rows = []
+    measured = set()
+    for r in sorted(ctx.rows, key=lambda r: (r.check, r.case, r.var)):
+        if (r.check, r.case, r.system) not in node:
+            continue
+        (stack, vals), = r.samples.items()
+        sm = summarize(vals)
+        measured.add((r.check, r.case, r.system))
+        rows.append([r.case, stack, f"{r.var} ({r.unit or 'no unit'})", direction_text(r.better),
+                     f"{fmt(sm.median)} [{fmt(sm.lo)}–{fmt(sm.hi)}] ({sm.n})"])
+    for k in sorted(node - measured):
+        (stack, cs), = [(s, cs) for s, cs in keyed[k].items() if cs]
+        res = {c.result for c in cs}
+        text = why_not_measured(cs) if res != {"pass"} else "passed (no performance value)"
+        rows.append([k[1], stack, "-", "-", (text, "" if res == {"pass"} else "nm")])
+    return Section("Node checks", anchor="node", text=[
+        "Checks that measure the node rather than the stack (FWQ noise under the core-specialization "
+        "profiles, core specialization, binding) run with one stack; median [min–max] (n) over the repeats."],
+        tables=[Table(["check", "stack", "metric", "direction", "value"], rows)])
 
 
 def node_section(ctx: Context) -> Section | None:
