@@ -4,10 +4,10 @@ the part of alpha it spends.
 Fixed (`design`): a few looks from a first to a last size, their alphas adding up to alpha (80 % to the
 first look by default, `FIRST_LOOK_SHARE`).
 Open-ended (`open_design`, for `--until-decided --budget`): a first look, then one look every `step`
-launches per stack for as long as the budget allows, with alpha_1 = FIRST_LOOK_SHARE x alpha and
-alpha_j = (1 - FIRST_LOOK_SHARE) x alpha x 6 / (pi^2 (j - 1)^2) after it: the alphas of any number of
-looks add up to at most alpha (sum of 1/k^2 = pi^2 / 6), so the union bound over the looks holds
-however many run. The look sizes are fixed in advance: the driver may stop (a budget, every headline
+launches per stack for as long as the budget allows, with alpha_j = alpha x 6 / (pi^2 j^2) (or, with
+`first_share`, that share of alpha at the first look and the rest as 6 / (pi^2 (j - 1)^2) after it):
+the alphas of any number of looks add up to at most alpha (sum of 1/k^2 = pi^2 / 6), so the union
+bound over the looks holds however many run. The look sizes are fixed in advance: the driver may stop (a budget, every headline
 metric decided) but not choose a look's size from the data, which would void the bound.
 
 The test at a look (`Design.kind_at`): two samples (TWO); with `paired`, the within-unit test (pairs,
@@ -34,7 +34,7 @@ BLOCK = 4             # launches of one block (A B B A): 2 per stack
 LAUNCH_CAP = 10_000   # launches per stack beyond which no projection is made
 
 
-def open_alpha(j: int, alpha: float, first_share: float | None = FIRST_LOOK_SHARE) -> float:
+def open_alpha(j: int, alpha: float, first_share: float | None = None) -> float:
     """alpha_j of look j (1-based) of an open-ended design: first_share x alpha at the first, then
     (1 - first_share) x alpha x 6 / (pi^2 (j - 1)^2); first_share None: alpha x 6 / (pi^2 j^2). Either
     sums to alpha over infinitely many looks."""
@@ -64,7 +64,7 @@ class Design:
     ran: int | None = None          # looks that ran (None: all): later looks' alphas stay unspent
     step: int = 0                   # open-ended: launches per stack each further look adds
     blocks: bool = False            # launches in blocks of A B B A (within-unit test: blocks)
-    first_share: float | None = FIRST_LOOK_SHARE   # open-ended: the first look's part of alpha
+    first_share: float | None = None   # open-ended: the first look's part of alpha (None: 6 / pi^2)
 
     @property
     def open(self) -> bool:
@@ -245,10 +245,11 @@ def design(min_pairs: int = 5, max_pairs: int = 10, n_looks: int = 3, alpha: flo
 
 def open_design(first: int = 8, step: int = 8, alpha: float = ALPHA, margin: float = MARGIN,
                 rule: str = "bh", either: bool = True, paired: bool = False, blocks: bool = False,
-                first_share: float | None = FIRST_LOOK_SHARE, metrics: Sequence[bool] | None = None) -> Design:
+                first_share: float | None = None, metrics: Sequence[bool] | None = None) -> Design:
     """An open-ended design: a first look at `first` launches per stack, then one look every `step`
-    more, as long as the caller goes on (open_alpha: any number of looks spends at most alpha). With
-    blocks both are multiples of 4. `metrics` as in design()."""
+    more, as long as the caller goes on (open_alpha: any number of looks spends at most alpha; by
+    default alpha 6 / (pi^2 j^2), which decides more from the third look on than giving the first look
+    80 %: docs/performance.md). With blocks both are multiples of 4. `metrics` as in design()."""
     if first < 1 or step < 1:
         raise ValueError(f"open design: first look ({first}) and step ({step}) must be at least 1 launch per stack")
     if first_share is not None and not 0 < first_share < 1:

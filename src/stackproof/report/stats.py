@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stackproof.comparison import (FIRST_LOOK_SHARE, LEVEL, MIN_LEVEL, RULES, Design, design, interval_rank,
+from stackproof.comparison import (LEVEL, MIN_LEVEL, RULES, Design, design, interval_rank,
                                    open_design, paired_ratio_interval, ratio_interval, signed_rank_rank)
 
 __all__ = ["LEVEL", "MIN_LEVEL", "RULES", "Summary", "summarize", "interval_rank", "signed_rank_rank", "ratio_interval",
@@ -64,7 +64,7 @@ def design_from(d: dict | None) -> Design:
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10_000:
         raise ValueError("design: step must be an integer in 0..9999")
     if step:          # an open design: its first look and its spending; the looks that ran
-        share = d.get("first_share", FIRST_LOOK_SHARE)
+        share = d.get("first_share")
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1):
             raise ValueError("design: first_share must lie in (0, 1)")
         return Design((looks[0],), float(alpha), float(margin), paired, rule, either=either, step=step,

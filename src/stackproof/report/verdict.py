@@ -178,9 +178,10 @@ def method_section(ctx: Context) -> Section | None:
         looks = "looks after " + ", ".join(f"{n} launches per stack (alpha {100 * a:.2f} %)"
                                            for n, a in zip([d.size(j) for j in range(1, len(d.alphas) + 1)], d.alphas))
         if d.open:
-            looks += (f", and one every {d.step} more as long as the budget allows, look j spending "
-                      f"{100 * (1 - (d.first_share or 0)):.0f} % of alpha x 6 / (pi^2 (j - 1)^2), so that any number "
-                      f"of looks together spend at most {100 * d.alpha:.0f} %")
+            spend = ("alpha x 6 / (pi^2 j^2)" if d.first_share is None else
+                     f"{100 * (1 - d.first_share):.0f} % of alpha x 6 / (pi^2 (j - 1)^2) after the first")
+            looks += (f", and one every {d.step} more as long as the budget allows, look j spending {spend}, so "
+                      f"that any number of looks together spend at most {100 * d.alpha:.0f} %")
     text = [
         f"Baseline: {ctx.baseline}. Each metric's ratio other / baseline is estimated {test} as two samples "
         "(Hodges-Lehmann on log values, with the exact distribution-free Mann-Whitney interval). The stacks' "
