@@ -69,7 +69,8 @@ def test_report_compares_two_stacks(tmp_path, two_stacks):
     md = (tmp_path / "out" / "report.md").read_text()
     # Table IV opens the node checks: the paper's columns, the ratio to baseline and one sentence per row
     node = md.split("\n## Node checks")[1].split("\n## ")[0]
-    assert "| no daemon | corespec | 1 | 0.0050 | 0.0060 | 2.505 | 0.0001 |" in node
+    assert ("| no daemon | corespec | 0-1 (baseline: its most affected core) | 1 | 0.0050 | 0.0060 | 2.505 | 0.0001 | "
+            "1.00 | 0.0050 | 0.02 | no verdict |") in node
     assert "- corespec, no daemon: no verdict on std (1 + 1 launches cannot reach" in node
     # OSU: both stacks, % difference (vendor 30 % slower on the same sizes would need same versions;
     # here: a plot per benchmark and the table)

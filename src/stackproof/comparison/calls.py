@@ -259,8 +259,9 @@ def _call(m: Metric, t: RatioTest | EitherTest | None, a_i: float, a_j: float, m
     if elo is not None and 1 / (1 + margin) <= elo <= 1 <= ehi <= 1 + margin:
         return Call(SAME, f"within ±{100 * margin:.0f} %", lo=elo, hi=ehi, level=ecov, **common)
     if lo is None:
+        reach = f"they reach {100 * (1 - t.min_p):.2f} % at most" if t.min_p < 1 else "they reach none"
         return Call(NO_VERDICT, f"{_n_text(t)} cannot reach the {100 * (1 - a_i):.2f} % interval this metric "
-                                f"needs in the whole comparison (they reach {100 * (1 - t.min_p):.2f} %)", **common)
+                                f"needs in the whole comparison ({reach})", **common)
     return Call(INCONCLUSIVE, open_text(lo, hi, cov), lo=lo, hi=hi, level=cov, **common)
 
 

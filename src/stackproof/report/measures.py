@@ -4,6 +4,7 @@ noise experiment`) with Fig. 2-style FWQ plots."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -108,7 +109,9 @@ def runs_from_cases(cases) -> dict[tuple[str, str], list[tableiv.Run]]:
                 t = load(trace)
                 run = tableiv.reduce_trace(t, **where, cpus=format_list({int(r["cpu"]) for r in t.ranks}),
                                            trace=str(trace))
-                runs.append(replace(run, **values))
+                # every core's figures only from a trace that agrees with what the check reported
+                same = math.isclose(run.std_us, values["std_us"], rel_tol=0.01)
+                runs.append(replace(run, **values, per_cpu=run.per_cpu if same else {}))
             except (TraceError, OSError, TypeError, ValueError, KeyError):
                 runs.append(tableiv.Run(**where, cpus="", rank=0, cpu=-1, samples=0, **values))
         out[key] = runs
@@ -218,9 +221,12 @@ def node_section(ctx: Context) -> Section | None:
             "(largest std) per core-specialization profile (Table III), with a noise daemon on the node "
             "(10 Hz x 2.5 ms at SCHED_FIFO: each profile places it like a system daemon), without it, and with "
             "an injector inside the job (noise no profile can move, labelled so). Times in ms, the median over "
-            "n runs interleaved in time; std / baseline is the ratio to baseline under the same noise with its "
-            "exact interval, at the level the table's error control gives each call (the chance of any false "
-            "better or worse call in the whole table, max and noise fraction included, is at most 5 %).")
+            "n runs interleaved in time (an even number of rounds, every other one reversed). Like cores: a profile "
+            "is compared with baseline on its own application CPUs (CPUs compared), baseline's figure being the "
+            "most affected of those CPUs in baseline's runs; std / baseline is the median of the run-to-run ratios "
+            "under the same noise with its exact interval, at the level the table's error control gives each call "
+            "(the chance of any false better or worse call in the whole table, max and noise fraction included, "
+            "is at most 5 %); baseline's own row gives the interval of its median std over its runs.")
     for g in groups:
         rows = tableiv.table(g["runs"], signature=g["signature"])
         ctx.data["noise"] += _row_dicts(rows, g["stack"], g["system"], g["runs"], g["base"])
