@@ -127,3 +127,18 @@ def test_every_row_of_a_generated_report_agrees(tmp_path):
         if v["verdict"] == "inconclusive":
             assert f"not excluded ({100 * v['level']:.1f} % interval)" in cells[1]
     assert {"worse", "better", "inconclusive"} <= calls, calls
+
+
+def test_calls_for_gives_the_looks_their_calls_on_plain_data(tmp_path):
+    """What the acceptance looks need between looks, without a report: every metric's Call for each
+    stack against the baseline, its Verdict telling decided from open; the same calls as the report's."""
+    from stackproof.report.calls import calls_for
+    metrics = {"fast": ([1.0 + 0.01 * i for i in range(8)], [2.0 + 0.01 * i for i in range(8)]),
+               "noisy": ([1.0, 1.5, 0.7, 1.2, 0.9, 1.1, 0.8, 1.3], [1.1, 0.6, 1.4, 0.8, 1.3, 1.0, 0.9, 1.2])}
+    data, _ = _report(tmp_path, metrics)
+    got = calls_for(load_run(str(tmp_path / "r.json")), ["commodity", "vendor"], Design(looks=(8,)))
+    assert [(m.var, m.stack, m.headline) for m in got] == [("fast", "vendor", True), ("noisy", "vendor", True)]
+    fast, noisy = (m.call for m in got)
+    assert fast.verdict.decided and fast.verdict == "worse" and not fast.verdict.open
+    assert noisy.verdict.open and not noisy.verdict.decided and noisy.more
+    assert [r["vs"]["vendor"]["verdict"] for r in data["verdicts"]] == [fast.verdict, noisy.verdict]
