@@ -189,3 +189,19 @@ def test_launches_an_open_metric_would_need():
     assert launches_to_decide(1.0, 3.0, 8, 0.05, d, 1, w) is None
     # a fixed design is continued at its last spacing and alpha
     assert launches_to_decide(1.0, 0.05, 10, 0.05, Design(), 3, w)[1] > 0
+
+
+def test_the_either_test_prints_the_level_it_guarantees():
+    """Picking the test with the smaller p after the fact keeps coverage 1 - (the two intervals'
+    non-coverage added up), each at 1 - a/2: that is the level printed, not the chosen test's own."""
+    from stackproof.comparison import EitherTest, block_test
+    rng = np.random.default_rng(9)
+    b, o = rng.lognormal(0, 0.1, 8), rng.lognormal(0.3, 0.1, 8)
+    blk = [i // 2 for i in range(8)]
+    within, two = block_test(b, o, blk, blk), two_sample_test(b, o)
+    t = EitherTest(within, two)
+    lo, hi, level = t.interval(0.99)
+    own = [x.interval(0.995, strict=True) for x in (within, two)]
+    assert level == pytest.approx(1 - sum(1 - c for _, _, c in own)) and level >= 0.99
+    assert (lo, hi) == own[[within, two].index(t.chosen)][:2]
+    assert t.p == pytest.approx(2 * min(within.p, two.p))
