@@ -1,5 +1,7 @@
 """The comparison engine (stackproof.comparison): exact tests and intervals of a ratio, the family rule
 over many metrics, the sequential looks. Every random draw has a fixed seed."""
+import json
+
 import numpy as np
 import pytest
 
@@ -205,3 +207,17 @@ def test_the_either_test_prints_the_level_it_guarantees():
     assert level == pytest.approx(1 - sum(1 - c for _, _, c in own)) and level >= 0.99
     assert (lo, hi) == own[[within, two].index(t.chosen)][:2]
     assert t.p == pytest.approx(2 * min(within.p, two.p))
+
+
+def test_an_open_design_is_recorded_and_read_back():
+    from dataclasses import replace
+
+    from stackproof.comparison import open_design
+    from stackproof.report.stats import design_from
+    d = replace(open_design(8, 8, blocks=True), ran=3)
+    rec = d.as_dict()
+    assert rec["looks"] == [8, 16, 24] and rec["step"] == 8 and rec["looks_run"] == 3 and rec["blocks"]
+    back = design_from(json.loads(json.dumps(rec)))
+    assert back.open and back.schedule == d.schedule and back.alphas == pytest.approx(d.alphas)
+    with pytest.raises(ValueError):
+        design_from({**rec, "step": -1})
