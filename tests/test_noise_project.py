@@ -223,6 +223,30 @@ def test_cli_projects_a_run_report(tmp_path):
     assert [r["profile"] for r in doc["rows"]] == ["baseline", "baseline"]
 
 
+def test_cli_fits_loggp_from_a_netpipe_curve_in_the_run(tmp_path):
+    """A run whose NetPIPE check kept its curve (np.out): LogGP is fitted from it (CI once failed here
+    with KeyError: 'netpipe'); an unreadable curve is skipped with one line, never a traceback."""
+    out = tmp_path / "FWQNoise"
+    out.mkdir()
+    fwqtrace.write(out / "fwq.dat", np.vstack([synthetic.simulate_core(5000, 100.0, [], seed=s) for s in range(2)]))
+    np_dir = tmp_path / "NetPIPE"
+    np_dir.mkdir()
+    (np_dir / "np.out").write_text("".join(f"{1 << k:>9d} {100.0 * (1 << k) / (2 + (1 << k) / 1000):12.3f} "
+                                           f"{(2 + (1 << k) / 1000) * 1e-6:.9f}\n" for k in range(3, 21)))
+    (np_dir / "junk.out").write_text("<no data>\n")
+    report = {"runs": [{"testcases": [
+        {"name": "FWQNoise %profile=baseline %signature=none", "environ": "commodity", "result": "pass",
+         "outputdir": str(out)},
+        {"name": "NetPIPE", "environ": "commodity", "result": "pass", "outputdir": str(np_dir)}]}]}
+    (tmp_path / "reframe-report.json").write_text(json.dumps(report))
+    proc = stackproof_cli("noise", "project", "--run", str(tmp_path), "--nodes", "1,16", "--iterations", "50", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert "NetPIPE" in doc["loggp"]["source"]
+    assert doc["loggp"]["G"] > 0
+
+
 @pytest.mark.parametrize("args,message", [
     (["--signature", "10Hz:2.5ms", "--nodes", "0"], "node count 0"),
     (["--signature", "10Hz:2.5ms", "--collective", "allreduce:ring"], "unknown algorithm ring"),

@@ -110,14 +110,27 @@ def _placements(text: str) -> list[str]:
     return names
 
 
-def _parse_output(kind: str, path: Path):
+def _read_output(path: Path) -> str:
     """A benchmark's output file in a job's output directory, read through stackproof.files."""
-    from stackproof.benchparse import PARSERS
     try:
-        text = files.read_in(path.parent, path.name).decode(errors="replace")
+        return files.read_in(path.parent, path.name).decode(errors="replace")
     except (OSError, files.UnsafePath) as exc:
         raise StackproofError(f"{path}: cannot read benchmark output ({exc})") from None
-    return PARSERS[kind](text, str(path))
+
+
+def _parse_output(kind: str, path: Path):
+    from stackproof.benchparse import PARSERS
+    return PARSERS[kind](_read_output(path), str(path))
+
+
+def _netpipe_curve(path: Path) -> tuple[list[int], list[float]]:
+    """(sizes, one-way times in us) of a NetPIPE output (NetPIPE is no benchparse kind: its own parser)."""
+    from stackproof.stacks import netpipe
+    try:
+        points = netpipe.parse(_read_output(path))
+    except netpipe.NetpipeError as exc:
+        raise StackproofError(f"{path}: {exc}") from None
+    return [p.bytes for p in points], [p.usec for p in points]
 
 
 def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
@@ -134,8 +147,8 @@ def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
                 else:
                     params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
             else:
-                netpipe = _parse_output("netpipe", path)
-                params = lg.fit(netpipe.sizes, netpipe.times_us, f"NetPIPE {path}")
+                sizes, times_us = _netpipe_curve(path)
+                params = lg.fit(sizes, times_us, f"NetPIPE {path}")
             break
         except StackproofError as exc:
             if loggp_from:
