@@ -9,19 +9,19 @@ any daemon wake-up). HPCC sizes its other tests from N: at N = 4000 MPIRandomAcc
 per launch and the launch 14-26 s, more than a 10-minute comparison can pay (docs/performance.md).
 StarDGEMM and STREAM have no repetition knob: DGEMM is one call sized from the same memory, STREAM the
 best of its own 10 passes. The input file hpccinf.txt is written into the
-stage directory (P x Q: the most square grid of the ranks). Output: hpccoutf.txt, parsed by
-stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark (skipped, saying how to build
-it, when the stack has none). Repeated STACKPROOF_REPEAT times.
+directory of each launch (P x Q: the most square grid of the ranks). Output: hpccoutf.txt in the
+launch's directory, parsed by stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark
+(skipped, saying how to build it, when the stack has none). Launched in blocks (StackCheck).
 """
 import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.builtins import parameter, run_after, variable
 from reframe.core.exceptions import SanityError
 
 from stackproof.benchparse import HPCC_METRICS
-from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.check import StackCheck, blocks
 from stackproof.reframe.layout import dims_create
 from stackproof.stacks.hpccinput import hpcc_input
 
@@ -40,7 +40,7 @@ def process_grid(ntasks):
 
 @rfm.simple_test
 class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
-    repeat_index = repeats()
+    block_index = blocks()
     size = parameter(['ci'], loggable=True)
     #: HPL matrix order per size (HPCC sizes PTRANS, STREAM, RandomAccess and FFT from the same memory)
     hpl_n = variable(typ.Dict[str, int], value={'ci': 2000, 'node': 20000})
@@ -56,7 +56,6 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     env_vars = {'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
     reference_file = 'hpcc.yaml'
     records_identity = True
-    keep_files = ['hpccoutf.txt', 'hpccinf.txt', 'identity.out']
     time_limit = '20m'
     tags = {'acceptance', 'hpcc', 'apps'}
     perf_better = PERF_BETTER
@@ -67,27 +66,29 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
         self.executable = self.stack_binary('hpcc')
         self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
         self.num_tasks = self.nodes * self.num_tasks_per_node
-
-    @run_before('run')
-    def write_input(self):
         if self.size not in self.hpl_n:
-            raise SanityError(f'size {self.size!r} has no HPL order in hpl_n ({sorted(self.hpl_n)})')
+            self.skip(f'size {self.size!r} has no HPL order in hpl_n ({sorted(self.hpl_n)})')
+
+    def prepare_launch_dir(self, path):
         p, q = process_grid(self.num_tasks)
-        with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fh:
+        with open(os.path.join(path, 'hpccinf.txt'), 'w') as fh:
             fh.write(hpcc_input(self.hpl_n[self.size], self.block, p, q, "written by stackproof's hpcc check",
                                 self.hpl_repeat))
 
-    def verify(self):
-        result = self.parse_output('hpcc', 'hpccoutf.txt')
+    def figures(self):
+        units = {name: unit for name, unit, _factor in HPCC_METRICS.values()}
+        return {name: units[name] for name in PERF_BETTER}
+
+    def verify(self, launch):
+        result = self.parse_output('hpcc', launch, 'hpccoutf.txt')
         if not result.success:
-            raise SanityError(f"{self.stage_file('hpccoutf.txt')}: HPCC reports failure (Success=0 or an HPL "
+            raise SanityError(f"{launch.path('hpccoutf.txt')}: HPCC reports failure (Success=0 or an HPL "
                               'residual check failed): the numbers are not valid')
         if result.procs != self.num_tasks:
-            raise SanityError(f"{self.stage_file('hpccoutf.txt')}: {result.procs} ranks ran, "
+            raise SanityError(f"{launch.path('hpccoutf.txt')}: {result.procs} ranks ran, "
                               f'{self.num_tasks} were launched')
         return True
 
-    def measure(self):
-        result = self.parse_output('hpcc', 'hpccoutf.txt')
-        units = {name: unit for name, unit, _factor in HPCC_METRICS.values()}
-        return {name: (result.values.get(name), units[name]) for name in PERF_BETTER}
+    def measure(self, launch):
+        result = self.parse_output('hpcc', launch, 'hpccoutf.txt')
+        return {name: result.values.get(name) for name in PERF_BETTER}

@@ -109,7 +109,7 @@ class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
                                   f'({self.gpu_var}), mpibind predicts {pred_gpus}')
         return True
 
-    def verify(self):
+    def verify(self, launch):
         tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
         return sn.all([
             sn.assert_eq(sn.count(tasks), self.num_tasks,

@@ -15,8 +15,7 @@ import os
 import subprocess
 import sys
 
-from reframe.core.exceptions import SkipTestError
-
+from stackproof.errors import StackproofError
 from stackproof.nodes.profiles import read_profile_env
 from stackproof.reframe.stack import launcher_name
 
@@ -24,6 +23,11 @@ from stackproof.reframe.stack import launcher_name
 def stackproof_cmd(*args):
     """The stackproof CLI of the running Python (ReFrame runs inside the project venv)."""
     return [sys.executable, '-m', 'stackproof.cli', *args]
+
+
+class ProfileUnavailable(StackproofError):
+    """The partition does not run the profile (or noise daemon) a check measures: the check skips
+    itself with this message (StackCheck.skip, so the reason is kept in the JSON report)."""
 
 
 def render_profile(nodetype, profile, outdir):
@@ -39,7 +43,7 @@ def render_profile(nodetype, profile, outdir):
 
 def profile_values(part, profile, stagedir, *, dry_run=False, noise_daemon=''):
     """The profile.env values a check measuring `profile` (None: whatever the node image runs) gets
-    on partition `part`; SkipTestError, with the command that provides it, where the partition runs
+    on partition `part`; ProfileUnavailable, with the command that provides it, where the partition runs
     another profile or another noise daemon (`noise_daemon`: the one the check measures, '' none)."""
     switchable = 'profiles' in part.features
     fixed = 'corespec' in part.features and not switchable
@@ -49,20 +53,20 @@ def profile_values(part, profile, stagedir, *, dry_run=False, noise_daemon=''):
         try:
             return render_profile(part.extras['nodetype'], profile, os.path.join(stagedir, 'profile-render'))
         except RuntimeError as exc:
-            raise SkipTestError(str(exc)) from None
+            raise ProfileUnavailable(str(exc)) from None
     installed = os.path.join(part.extras.get('stackproof_root', '/'), 'etc/stackproof/profile.env')
     if not os.path.isfile(installed):
-        raise SkipTestError(f'{installed} not found: the nodes run no stackproof profile ' +
+        raise ProfileUnavailable(f'{installed} not found: the nodes run no stackproof profile ' +
                             ('(`stackproof cluster up`)' if switchable else
                              '(render one with `stackproof slurm render` into the node image)'))
     values = read_profile_env(installed)
     running = values.get('STACKPROOF_PROFILE')
     if profile is not None and running != profile:
         how = f'`stackproof cluster up --profile {profile}`' if switchable else 'boot the nodes with that profile'
-        raise SkipTestError(f'{part.fullname} runs profile {running!r}; this check measures {profile!r}: {how}')
+        raise ProfileUnavailable(f'{part.fullname} runs profile {running!r}; this check measures {profile!r}: {how}')
     daemon = part.extras.get('noise_daemon') or ''
     if switchable and daemon != noise_daemon:
-        raise SkipTestError(f'{part.fullname} runs ' + (f'noise daemon {daemon}' if daemon else 'no noise daemon') +
+        raise ProfileUnavailable(f'{part.fullname} runs ' + (f'noise daemon {daemon}' if daemon else 'no noise daemon') +
                             '; this check measures ' + (f'noise daemon {noise_daemon}' if noise_daemon else 'without one') +
                             f': `stackproof cluster up --profile {running} --noise-daemon {noise_daemon or "none"}`')
     return values
