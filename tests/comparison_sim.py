@@ -66,16 +66,10 @@ def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = 
     # the model has none per metric)
     tau = np.array([m.get("tau", host["tau"].get(m["case"], 0.0)) for m in metrics])
     a, b = np.zeros((pairs, n)), np.zeros((pairs, n))
-    p_spell, length, (lo, hi) = host["spells"]["start"], host["spells"]["length"], host["spells"]["factor"]
     for case, idx in _groups(host).items():
         idx = np.array(idx)
         z = (chol[case] @ rng.standard_normal((len(idx), 2 * pairs))).T * sigma[idx]
-        slow, left, f = np.zeros(2 * pairs), 0, 0.0
-        for t in range(2 * pairs):
-            if spells and left == 0 and rng.random() < p_spell:
-                left, f = length, np.log(rng.uniform(lo, hi))
-            if left:
-                slow[t], left = f, left - 1
+        slow = _spell_track(rng, host, 2 * pairs, spells)
         level = rng.standard_normal(pairs)
         for i in range(pairs):
             first, second = 2 * i, 2 * i + 1
@@ -85,6 +79,80 @@ def launches(rng, host: dict, pairs: int, log_ratio: np.ndarray, spells: bool = 
                 x, y = y, x
             a[i, idx], b[i, idx] = x, y + log_ratio[idx]
     return np.exp(a), np.exp(b)
+
+
+def _spell_track(rng, host: dict, launches: int, spells: bool) -> np.ndarray:
+    """Per launch in time order, the log slowdown of the host's slow spell it falls in (0 outside)."""
+    p_spell, length, (lo, hi) = host["spells"]["start"], host["spells"]["length"], host["spells"]["factor"]
+    slow, left, f = np.zeros(launches), 0, 0.0
+    for t in range(launches):
+        if spells and left == 0 and rng.random() < p_spell:
+            left, f = length, np.log(rng.uniform(lo, hi))
+        if left:
+            slow[t], left = f, left - 1
+    return slow
+
+
+def block_model(host: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sigma_within, tau_job, position [metrics, 4]) of the block model: a metric's own `sigma_within`,
+    `tau_job`, `position` where host.json has them (measured from A/A blocks: `components`), else the
+    pair model's: sigma, tau (a pair's level spread across jobs), and its `order` (what following
+    another launch does) as the position effect of launches 2-4 against the job's first; `blocks`
+    in host.json may scale the job spread (`tau_job_scale`) and add to the first launch
+    (`first_launch`, log, in the slower direction) for stress tests."""
+    metrics, blocks = host["metrics"], host.get("blocks", {})
+    sigma = np.array([m.get("sigma_within", m["sigma"]) for m in metrics])
+    tau = np.array([m.get("tau_job", m.get("tau", host["tau"].get(m["case"], 0.0))) for m in metrics]) \
+        * blocks.get("tau_job_scale", 1.0)
+    pos = np.array([m.get("position") or [0.0] + [m.get("order", 0.0)] * 3 for m in metrics], dtype=float)
+    pos[:, 0] += blocks.get("first_launch", 0.0)
+    return sigma, tau, pos
+
+
+def block_launches(rng, host: dict, blocks: int, log_ratio: np.ndarray, spells: bool = True,
+                   chol: dict | None = None):
+    """(baseline, other): arrays [2 blocks, metrics] of launches run in blocks inside one job each: block
+    j runs A B B A (j even) or B A A B (j odd), four separate launches; every metric of a launch from a
+    correlated normal (spread sigma_within), plus the job's own level (tau_job, shared by its four
+    launches and the metrics of its check), the launch's position in its job, the host's slow spells
+    in time. Row 2j of each array is the first pair of block j ((A1, B2) or (B1, A2)), row 2j+1 the
+    second ((A4, B3) or (B4, A3)): pair index = row, block index = row // 2."""
+    metrics = host["metrics"]
+    chol = chol if chol is not None else factors(host)
+    n = len(metrics)
+    sigma, tau, pos = block_model(host)
+    slower = np.array([1.0 if m["better"] == "lower" else -1.0 if m["better"] == "higher" else 0.0 for m in metrics])
+    a, b = np.zeros((2 * blocks, n)), np.zeros((2 * blocks, n))
+    for case, idx in _groups(host).items():
+        idx = np.array(idx)
+        z = (chol[case] @ rng.standard_normal((len(idx), 4 * blocks))).T * sigma[idx]
+        slow = _spell_track(rng, host, 4 * blocks, spells)
+        level = rng.standard_normal(blocks)
+        for j in range(blocks):
+            v = [z[4 * j + k] + (slow[4 * j + k] + level[j] * tau[idx] + pos[idx, k]) * slower[idx] for k in range(4)]
+            if j % 2 == 0:                     # A B B A
+                a[2 * j, idx], b[2 * j, idx], b[2 * j + 1, idx], a[2 * j + 1, idx] = v
+            else:                              # B A A B
+                b[2 * j, idx], a[2 * j, idx], a[2 * j + 1, idx], b[2 * j + 1, idx] = v
+    return np.exp(a), np.exp(b + log_ratio)
+
+
+def compare_blocks(host: dict, design: Design, log_ratio, runs: int, seed: int, launches_per_stack: int,
+                   spells: bool = True, blocks_known: bool = True) -> list[list]:
+    """`runs` simulated comparisons in blocks (block_launches) with `launches_per_stack` launches per
+    stack, judged by `design` (every look its launches fill): each a list of Calls, one per metric.
+    blocks_known False: the launches carry their pair indices only (the two-sample and pair tests)."""
+    rng = np.random.default_rng(seed)
+    log_ratio = np.asarray(log_ratio, dtype=float)
+    idx = list(range(launches_per_stack))
+    blk = [i // 2 for i in idx] if blocks_known else None
+    out, chol = [], factors(host)
+    for _ in range(runs):
+        a, b = block_launches(rng, host, launches_per_stack // 2, log_ratio, spells, chol)
+        ms = [Metric(a[:, k], b[:, k], idx, idx, m["better"], None, m["headline"], blk, blk)
+              for k, m in enumerate(host["metrics"])]
+        out.append(sequential_calls(ms, design))
+    return out
 
 
 def compare(host: dict, design: Design, log_ratio, runs: int, seed: int, spells: bool = True) -> list[list]:
@@ -199,6 +267,30 @@ def estimate(aa_dirs: list[Path], real_dir: Path | None = None) -> dict:
             "metrics": metrics, "corr": corr.round(3).tolist(), "tau": tau, "spells": spells}
 
 
+def apply_components(host: dict, launches: list[dict], source: str = "") -> dict:
+    """The host model with the variance components of A/A launches in blocks (stackproof.comparison.
+    variance_components per metric): each metric that has them gets `sigma_within`, `tau_job` and
+    `position` (the block model reads them before the pair model's sigma, tau and order), and
+    host["blocks"] says where they came from. `launches`: one dict per launch {case, var, stack, job,
+    position, value}, as the lead's A/A block runs give them."""
+    from stackproof.comparison import variance_components
+    by: dict = {}
+    for x in launches:
+        by.setdefault((x["case"], x["var"]), []).append(x)
+    out = {**host, "metrics": [dict(m) for m in host["metrics"]],
+           "blocks": {**host.get("blocks", {}), "source": source, "components": {}}}
+    for m in out["metrics"]:
+        xs = by.get((m["case"], m["var"]))
+        if not xs:
+            continue
+        c = variance_components([x["value"] for x in xs], [x["stack"] for x in xs], [x["job"] for x in xs],
+                                [x["position"] for x in xs])
+        m.update(sigma_within=round(c.sigma_within, 5), tau_job=round(c.tau_job, 5),
+                 position=[round(p, 5) * (1 if m["better"] == "lower" else -1) for p in c.position])
+        out["blocks"]["components"][f"{m['case']} {m['var']}"] = c.as_dict()
+    return out
+
+
 def table(host: dict, runs_aa: int = 2000, runs_real: int = 300) -> str:
     """The docs' simulation table (docs/performance.md): per design, the A/A any-call rate and the power
     on the real comparison's ratios."""
@@ -226,13 +318,63 @@ def table(host: dict, runs_aa: int = 2000, runs_real: int = 300) -> str:
     return "\n".join(rows)
 
 
+def block_table(host: dict, runs: int = 400) -> str:
+    """The docs' table of the block design (docs/performance.md): per test, the A/A any-call rate at the
+    model's components and under stress (6x the job spread, a job's first launch 30 % slower), the
+    headline metrics decided on the vendor ratios at the first look (8 + 8) and at the third (24 + 24),
+    and how often a lone 3x headline metric is called at the first look (the mean over the headline
+    metrics with a spread of at most 0.3)."""
+    from dataclasses import replace
+
+    from stackproof.comparison import design, open_design
+    m = len(host["metrics"])
+    head = [i for i, x in enumerate(host["metrics"]) if x["headline"]]
+    ratio = np.log([x.get("ratio") or 1.0 for x in host["metrics"]])
+    stress = {**host, "blocks": {"tau_job_scale": 6.0, "first_launch": 0.3}}
+    lone = [i for i in head if host["metrics"][i]["sigma"] <= 0.3]
+    o = open_design(8, 8, blocks=True)
+    rows = [f"| design (blocks A B B A / B A A B) | A/A any better / worse, 1 look / 3 looks ({runs} / {runs // 2}) | "
+            "A/A, jobs 6x apart and the first launch 30 % slower | vendor ratios: headline decided at 8 + 8 / 24 + 24 "
+            f"(of {len(head)}) | lone 3x metric called at 8 + 8 (with / without slow launches) |",
+            "|---|---:|---:|---:|---:|"]
+    for name, d, known in (("either: blocks or two samples (default)", o, True),
+                           ("two samples only", replace(o, either=False), False),
+                           ("blocks only", replace(o, either=False, paired=True), True),
+                           ("one look at the whole alpha, either", design(8, 8, 1, blocks=True), True)):
+        aa1 = compare_blocks(host, d, np.zeros(m), runs, 61, 8, blocks_known=known)
+        aa3 = compare_blocks(host, d, np.zeros(m), runs // 2, 62, 24, blocks_known=known) if d.open else None
+        st = compare_blocks(stress, d, np.zeros(m), runs // 2, 63, 8, blocks_known=known)
+        r1 = compare_blocks(host, d, ratio, runs // 2, 64, 8, blocks_known=known)
+        r3 = compare_blocks(host, d, ratio, runs // 4, 65, 24, blocks_known=known) if d.open else None
+        calls = []
+        for sp in (True, False):
+            got = []
+            for k in lone:
+                lr = np.zeros(m)
+                lr[k] = np.log(3)
+                got.append(found(compare_blocks(host, d, lr, runs // 8, 66 + k, 8, spells=sp, blocks_known=known))[k])
+            calls.append(f"{100 * np.mean(got):.0f} %")
+        rows.append(f"| {name} | {100 * any_call_rate(aa1):.1f} % / "
+                    f"{'-' if aa3 is None else f'{100 * any_call_rate(aa3):.1f} %'} | {100 * any_call_rate(st):.1f} % | "
+                    f"{len(head) * decided_share(r1, head):.1f} / "
+                    f"{'-' if r3 is None else f'{len(head) * decided_share(r3, head):.1f}'} | {' / '.join(calls)} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] == "table":
         print(table(load_host()))
+    elif len(sys.argv) == 3 and sys.argv[1] == "blocks-table":
+        print(block_table(load_host(), int(sys.argv[2])))
+    elif len(sys.argv) == 3 and sys.argv[1] == "components":
+        measured = json.loads(Path(sys.argv[2]).read_text())["launches"]
+        print(json.dumps(apply_components(load_host(), measured, sys.argv[2]), indent=1))
     elif len(sys.argv) >= 3 and sys.argv[1] == "estimate":
         aa_dirs = [Path(x) for x in sys.argv[2:] if not x.startswith("real=")]
         real = next((Path(x[5:]) for x in sys.argv[2:] if x.startswith("real=")), None)
         print(json.dumps(estimate(aa_dirs, real), indent=1))
     else:
-        print("usage: python tests/comparison_sim.py estimate AA_RUN_DIR... [real=REAL_RUN_DIR] | table", file=sys.stderr)
+        print("usage: python tests/comparison_sim.py estimate AA_RUN_DIR... [real=REAL_RUN_DIR] | table | "
+              "blocks-table RUNS | components LAUNCHES.json (prints host.json with the measured block components)",
+              file=sys.stderr)
         sys.exit(2)

@@ -264,9 +264,11 @@ def test_the_verdict_states_the_error_rate_of_the_whole_comparison(tmp_path):
     from stackproof.report import build, load_run
     data = build(load_run(str(p)), tmp_path / "r", "t")
     md = (tmp_path / "r" / "report.md").read_text()
-    assert ("Benjamini-Hochberg over all metrics at each of looks after 5, 8, 10 pairs of launches; identical "
-            "stacks get any better or worse call at most 5 % of the time. [How the calls are made]") in md
-    assert "looks after 5 pairs (alpha 4.00 %), 8 pairs (alpha 0.50 %), 10 pairs (alpha 0.50 %)" in md
+    assert ("Benjamini-Hochberg over all metrics at each of looks after 5, 8, 10 launches per stack; identical "
+            "stacks get any better or worse call at most 5 % of the time; each \"no difference\" call is controlled "
+            "per metric. [How the calls are made]") in md
+    assert ("looks after 5 launches per stack (alpha 4.00 %), 8 launches per stack (alpha 0.50 %), 10 launches per "
+            "stack (alpha 0.50 %)") in md
     assert data["design"]["rule"] == "bh" and data["design"]["looks"] == [5, 8, 10]
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from stackproof.comparison import (BETTER, INCONCLUSIVE, NO_VERDICT, SAME, WORSE, Design, Metric, design,
-                                   family_levels, headline_weights, interval_rank, largest_open, min_p,
+                                   difference_text, family_levels, headline_weights, interval_rank, min_p,
                                    paired_test, sequential_calls, signed_rank_rank, two_sample_test)
 
 
@@ -146,11 +146,15 @@ def test_no_difference_and_what_was_seen():
     c, wide = sequential_calls([Metric(b, o, idx, idx, "lower"), Metric(noisy, b, idx, idx, "lower")])
     assert c.verdict == SAME and c.look == 1 and 1 / 1.05 <= c.lo <= c.hi <= 1.05
     assert wide.verdict == INCONCLUSIVE and wide.look == 3 and wide.lo < 1 < wide.hi
-    assert wide.seen == pytest.approx(largest_open(wide.lo, wide.hi)) and wide.seen > 0.05
-    assert largest_open(0.9, 1.08) == pytest.approx(1 / 0.9 - 1)
-    # too few launches for any interval
+    assert wide.reason == (f"differences from {difference_text(wide.lo)} to {difference_text(wide.hi)} not excluded "
+                           f"({100 * wide.level:.1f} % interval)")
+    assert wide.more and wide.more_look > 3          # the launches per stack its spread suggests
+    # a ratio below 1 is a percentage down to -50 %, then a factor (0.11 is not "809 %")
+    assert [difference_text(x) for x in (0.11, 0.5, 0.8, 1.0, 1.35, 2.0, 5.45)] == \
+        ["0.11x", "-50 %", "-20 %", "+0 %", "+35 %", "+100 %", "5.5x"]
+    # too few launches for the interval the call needs: no interval at all, not one at a lower level
     few = sequential_calls([Metric([1.0, 1.1], [2.0, 2.1])], Design(looks=(0,)))[0]
-    assert few.verdict == NO_VERDICT and "too few" in few.why
+    assert few.verdict == NO_VERDICT and "cannot reach" in few.reason and few.lo is None
 
 
 def test_only_the_looks_that_ran_are_judged():
@@ -169,3 +173,19 @@ def test_only_the_looks_that_ran_are_judged():
     assert design_from(Design(ran=2).as_dict()).ran == 2
     with pytest.raises(ValueError):
         design_from({**Design().as_dict(), "looks_run": 4})
+
+
+def test_launches_an_open_metric_would_need():
+    """The projection for an open metric (open design 8 + 8 per look): a ratio of 1 at a 5 % spread fits
+    the +-5 % margin at the second look; a 1.5x ratio at 10 % is excluded from 1 there too; at a 300 %
+    spread no size within the cap decides it."""
+    from stackproof.comparison import launches_to_decide, open_design
+    d = open_design(8, 8, blocks=True)
+    w = headline_weights([True] * 11 + [False] * 16)[0] / 27
+    assert launches_to_decide(1.0, 0.05, 8, 0.05, d, 1, w) == (2, 8)
+    assert launches_to_decide(1.5, 0.10, 8, 0.05, d, 1, w) == (2, 8)
+    look, more = launches_to_decide(1.02, 0.10, 8, 0.05, d, 1, w)
+    assert look > 3 and more == d.size(look) - 8
+    assert launches_to_decide(1.0, 3.0, 8, 0.05, d, 1, w) is None
+    # a fixed design is continued at its last spacing and alpha
+    assert launches_to_decide(1.0, 0.05, 10, 0.05, Design(), 3, w)[1] > 0

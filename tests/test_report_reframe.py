@@ -132,7 +132,7 @@ def test_a_stack_that_measured_nothing_is_not_measured(sessions, tmp_path):
             tc.update(result="skip", perfvalues={}, fail_phase=None, fail_reason=None)
     (tmp_path / "s.json").write_text(json.dumps(doc))
     data = build(load_run(str(tmp_path / "s.json")), tmp_path / "rep", "t")
-    assert all(r["vs"]["vendor"]["verdict"].startswith("not measured (vendor: skipped")
+    assert all(r["vs"]["vendor"]["verdict"] == "not measured" and r["vs"]["vendor"]["reason"].startswith("vendor: skipped")
                for r in data["verdicts"]), data["verdicts"]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert re.search(r"\| vendor \| 0 \| 0 \| 12 \| not measured \(all 12 checks skipped", md)

@@ -7,7 +7,8 @@ import pytest
 
 from stackproof.report import build, load_run
 from stackproof.report.stats import interval_rank, paired_ratio_interval, signed_rank_rank, summarize
-from stackproof.report.verdict import decided, judge
+from stackproof.comparison import decided
+from stackproof.report.calls import judge
 
 
 @pytest.mark.parametrize("m,n,k,coverage", [(3, 3, 1, 0.90), (4, 4, 1, 0.9714), (5, 5, 3, 0.9683),
@@ -33,7 +34,7 @@ def test_ratio_interval_and_declared_direction():
     assert c.verdict == "no difference" and decided(c.verdict)
     # too few repeats: a ratio but no interval and no call
     c = judge([5.0, 5.1], [9.0, 9.1], "lower")
-    assert c.verdict == "no verdict" and "too few repeats" in c.why and c.lo is None
+    assert c.verdict == "no verdict" and "too few repeats" in c.reason and c.lo is None
     assert judge([0.0, 0.0, 0.0], [0.0, 0.1, 0.0], "lower").verdict == "no verdict"
 
 
@@ -119,13 +120,3 @@ def test_extra_sections_reach_both_formats(tmp_path):
     assert "6 cases, baseline commodity" in md
     assert "<h2>Who stole the time</h2>" in html and "<p class='hunt'>from the noise hunt</p>" in html
     assert "<td>kworker</td>" in html
-
-
-def test_pairs_that_would_decide_an_inconclusive_metric():
-    from stackproof.report.verdict import pairs_to_decide
-    # +-10 % after 10 pairs around 1: the interval must shrink ~2.3x to fit +-5 %: ~5x the pairs
-    assert 45 <= pairs_to_decide(0.9, 1.1, 10, 0.05) <= 60
-    # centred at 1.2 (+-15 %): leaving 1 out comes first, at a few more pairs
-    assert pairs_to_decide(1.2 / 1.15, 1.2 * 1.15, 10, 0.05) <= 12
-    assert pairs_to_decide(1.0, 1.0, 10, 0.05) is None            # zero width
-    assert pairs_to_decide(0.01, 100.0, 10, 0.05) is None         # beyond 10,000 pairs

@@ -62,8 +62,9 @@ def _matrix(tmp_path, rounds=6):
         cpus = [0, 1] if prof == "baseline" else [0] if prof == "freecore-last" else [1]
         dur = 10.0 + rng.exponential(0.5, (len(cpus), 20000))
         hit = cond == "injected" or (cond == "daemon" and prof in ("baseline", "freecore-last"))
-        if hit:
-            dur[0, (np.arange(20000) % 10000) == 1 + (seq * 37) % 9999] += 2500.0
+        if hit:         # baseline's floating daemon lands on each of its cores
+            for core in range(len(cpus)):
+                dur[core, (np.arange(20000) % 10000) == 1 + (seq * 37 + 5000 * core) % 9999] += 2500.0
         path = noise.write(d / "traces" / f"{prof}-{cond}-r{r}.dat", dur,
                            ranks=[{"rank": i, "cpu": c} for i, c in enumerate(cpus)])
         runs.append(tableiv.reduce_trace(noise.load(path), profile=prof, condition=cond, round=r, seq=seq,
@@ -94,9 +95,11 @@ def test_the_node_section_opens_with_the_table_iv_verdict(tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     node = md.split("\n## Node checks")[1].split("\n## ")[0]
     first_table = node[node.index("\n| "):].split("\n\n")[0]
-    assert first_table.startswith("\n| noise | configuration | n | Min ms | Mean ms | Max ms | Std ms | noise % |")
+    assert first_table.startswith("\n| noise | configuration | CPUs compared | n | Min ms | Mean ms | Max ms | Std ms | "
+                                  "noise % | baseline Std ms on these CPUs |")
     rows = [line for line in first_table.splitlines() if line.startswith("| noise daemon |")]
     assert [r.split(" | ")[1] for r in rows] == list(tableiv.PROFILE_ORDER)
+    assert [r.split(" | ")[2] for r in rows] == ["0-1", "1", "0", "1", "1"]       # like cores
     calls = {r.split(" | ")[1]: r.rstrip(" |").rsplit(" | ", 1)[1] for r in rows}
     assert calls["corespec"] == calls["clean"] == calls["freecore-first"] == "better", calls
     assert "| in-job injector (no profile can move it) | corespec |" in node
@@ -109,7 +112,7 @@ def test_the_node_section_opens_with_the_table_iv_verdict(tmp_path):
 
 
 def test_the_projection_takes_the_matrix_traces_without_a_daemon(tmp_path):
-    d = _matrix(tmp_path, rounds=3)
+    d = _matrix(tmp_path, rounds=4)
     (d.parent / "reframe-report.json").write_text(json.dumps(
         {"runs": [{"testcases": [{"name": "NetPIPE", "environ": "commodity", "result": "pass"}]}]}))
     data = project_load_run(str(d.parent))

@@ -236,8 +236,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(str(exc))
     if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
         p.error("--node-repeat >= 1, 0 < --target-s <= 600 and 0 <= --budget-min <= 1440")
-    if not 2 <= args.table_iv_rounds <= 100:
-        p.error("--table-iv-rounds: 2..100")
+    if not 2 <= args.table_iv_rounds <= 100 or args.table_iv_rounds % 2:
+        p.error("--table-iv-rounds: an even number in 2..100 (every other round runs in reverse order)")
     return args
 
 

@@ -1,15 +1,15 @@
 """`stackproof noise experiment`: the paper's Table IV as a verdict, measured on the local test
 cluster; `make acceptance` runs the same matrix as one step (`acceptance_step`).
 
-  stackproof noise experiment [--rounds 7] [--samples N] [--work W] [--conditions daemon,none,injected]
+  stackproof noise experiment [--rounds 8] [--samples N] [--work W] [--conditions daemon,none,injected]
                               [--profile P ...] [--profile-file hunt/proposal/profiles.yaml] [-o DIR]
 
 The matrix: every core-specialization profile of Table III this node type can run (and a noise
 hunt's proposed profile, `--profile-file`), each under three noise conditions (stackproof.noise.tableiv:
 the cluster's noise daemon, none; an injector inside the job under baseline and corespec), `--rounds`
-times. A round runs every
-configuration once; the order is reversed every other round, so a slow spell of the host falls on all
-profiles alike instead of on one. Between runs the test cluster is switched in process
+times (an even number). A round runs
+every configuration once; the order is reversed every other round, so a slow spell of the host or a
+trend over a round falls on all profiles alike instead of on one. Between runs the test cluster is switched in process
 (stackproof.reframe.session's `cluster_up`, the one way a run brings the cluster up in a profile, with
 the noise daemon; 0.05-0.8 s here: a change of the daemon alone leaves Slurm running). FWQ (fwq-th, fixed work `-w`)
 runs as a Slurm job step, one thread pinned to each of the profile's application cores, shielded
@@ -46,7 +46,7 @@ from stackproof.reframe import session
 
 SIGNATURE = tableiv.SIGNATURE
 SAMPLES, WORK = tableiv.SAMPLES, tableiv.WORK
-ROUNDS = 7
+ROUNDS = 8          # an even number: half the rounds forward, half reversed
 DEFAULT_OUT = REPO / "build" / "fwq" / "table-iv"
 
 
@@ -77,7 +77,11 @@ def configurations(profiles: list[str], conditions: list[str]) -> list[tuple[str
 
 def schedule(profiles: list[str], conditions: list[str], rounds: int) -> list[tuple[int, str, str]]:
     """(round, profile, condition) in time order: each round every configuration once, every other
-    round in reverse (A B C, C B A, ...), so that a trend over a round lands on every profile."""
+    round in reverse (A B C, C B A, ...), so that a trend over a round lands on every profile; an even
+    number of rounds (ValueError otherwise), so that every configuration sits at every position as
+    often forward as reversed."""
+    if rounds < 2 or rounds % 2:
+        raise ValueError(f"Table IV rounds: an even number of at least 2 (half run in reverse order), not {rounds}")
     base = configurations(profiles, conditions)
     out = []
     for r in range(rounds):
@@ -249,7 +253,8 @@ def acceptance_step(cluster: Cluster, out: Path, rounds: int = ROUNDS, profile_f
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stackproof noise experiment", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"repeats of every configuration (default {ROUNDS})")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help=f"repeats of every configuration, an even number (default {ROUNDS})")
     p.add_argument("--samples", type=int, default=SAMPLES, help=f"FWQ samples per rank and run (default {SAMPLES})")
     p.add_argument("--work", type=int, default=WORK, help=f"FWQ loop iterations per sample (default {WORK})")
     p.add_argument("--conditions", default=",".join(tableiv.CONDITIONS),
@@ -263,8 +268,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--imgdir", help="also draw the profiles side by side per noise condition here (PNG, SVG)")
     p.add_argument("--replot", action="store_true", help="no runs: rebuild the table from OUTDIR/runs.json")
     args = p.parse_args(argv)
-    if not 2 <= args.rounds <= 100 or not 100 <= args.samples <= 10_000_000 or not 1 <= args.work <= 10**9:
-        p.error("--rounds 2..100, --samples 100..10,000,000, --work 1..1e9")
+    if not 2 <= args.rounds <= 100 or args.rounds % 2 or not 100 <= args.samples <= 10_000_000 \
+            or not 1 <= args.work <= 10**9:
+        p.error("--rounds an even number in 2..100 (half run in reverse order), --samples 100..10,000,000, "
+                "--work 1..1e9")
     args.conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     bad = [c for c in args.conditions if c not in tableiv.CONDITIONS]
     if bad or not args.conditions:

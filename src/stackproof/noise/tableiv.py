@@ -2,15 +2,21 @@
 compared with baseline the way stacks are compared, from repeated FWQ runs.
 
 The data are runs: one FWQ run of one profile under one noise condition, reduced to its most
-affected core (largest std, as in the paper). `table()` turns them into one row per condition and
-profile: the medians over the repeats of min, mean, max, std (ms) and noise %, and for every profile
-but baseline the ratio to baseline of std (the headline), max and noise fraction with an exact
-interval and a call (better / worse / no difference / inconclusive). All calls of one table form
-one family (stackproof.comparison: weighted Benjamini-Hochberg; the headline, std under the daemon,
-shares 4/5 of alpha), so the chance that identical profiles get any better / worse call anywhere in
-the table is at most 5 %.
-The repeats are two samples (Mann-Whitney): the runner interleaves the profiles in time (rounds,
-every other one reversed), so a slow spell of the host lands on all of them alike.
+affected core (largest std, as in the paper), with every core's own figures kept (`per_cpu`).
+`table()` turns them into one row per condition and profile: the medians over the repeats of min,
+mean, max, std (ms) and noise %, and for every profile but baseline the ratio to baseline of std (the
+headline), max and noise fraction with an exact interval and a call (better / worse / no difference
+/ inconclusive). Like cores: a profile is compared with baseline on the same CPUs, its application
+CPUs (`compared_cpus`): baseline's figure is the most affected of those cores in baseline's runs,
+never the most affected of all of baseline's cores (the largest std of two cores against one core's
+called identical noise better or worse in 15-23 % of tables). The ratio is the median of the run-to-run
+ratios (Hodges-Lehmann, every baseline run against every profile run); baseline's own row carries the
+distribution-free interval of its median std over its runs (how precisely the reference is known).
+All calls of one table form one family (stackproof.comparison: weighted Benjamini-Hochberg; the
+headline, std under the daemon, shares 4/5 of alpha), so the chance that identical profiles get any
+better / worse call anywhere in the table is at most 5 %.
+The repeats are two samples (Mann-Whitney): the runner interleaves the profiles in time (an even
+number of rounds, every other one reversed), so a slow spell of the host lands on all of them alike.
 
 Conditions:
   daemon    a noise daemon on the node (10 Hz / 2.5 ms at SCHED_FIFO, like snmpd or irqbalance on the
@@ -21,25 +27,22 @@ Conditions:
             sees a signature; its rows are labelled so).
 
 `stackproof noise experiment` (acceptance/tableiv.py runs the matrix on the test cluster) and the
-acceptance report both build the table here, from the same run records (`runs.json`). Pure data:
-no cluster, no report.
+acceptance report both build the table here, from the same run records (`runs.json`, noise/fwqruns.py,
+re-exported here). Pure data: no cluster, no report.
 """
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from stackproof import validate
 from stackproof.comparison import (BETTER, INCONCLUSIVE, NO_VERDICT, SAME, WORSE, Call, Design, Metric,
                                    sequential_calls)
-from stackproof.errors import InputError
-from stackproof.noise.stats import most_affected_stats
+from stackproof.cpulist import format_list, parse_list
+from stackproof.noise.fwqruns import CONDITIONS, Run, per_cpu_stats, reduce_trace, runs_from_json, runs_to_json
 
-CONDITIONS = ("daemon", "none", "injected")
 CONDITION_LABEL = {
     "daemon": "noise daemon",
     "none": "no daemon",
@@ -61,94 +64,9 @@ MARGIN = 0.25
 # the daemon, each burst 250 quanta long. The ReFrame check FWQNoise declares the same.
 SAMPLES = 60000
 WORK = 16384
-CPU_LIST = re.compile(r"[0-9,-]{0,256}")
+__all__ = ["CONDITIONS", "Run", "Row", "per_cpu_stats", "reduce_trace", "runs_from_json", "runs_to_json", "table",
+           "markdown", "sentences", "rows_as_dicts", "header", "cells"]
 SIGNATURE_TOLERANCE = 0.1    # a run "shows the signature" when its most affected core's period is within 10 %
-
-
-@dataclass
-class Run:
-    """One FWQ run of the matrix, reduced to its most affected core (times in us)."""
-    profile: str
-    condition: str
-    round: int                  # repeat index; every round runs every configuration once
-    seq: int                    # position in the matrix (time order)
-    t_s: float                  # start, seconds after the matrix began
-    cpus: str                   # the CPUs FWQ ran on (the profile's application CPUs)
-    rank: int
-    cpu: int                    # the most affected core
-    samples: int
-    min_us: float
-    mean_us: float
-    max_us: float
-    std_us: float
-    noise_fraction: float
-    period_ms: float | None = None
-    detour_us: float | None = None
-    daemon_cpus: str = ""       # where the daemon was allowed to run ("" floating, the OS places it)
-    trace: str = ""             # the FWQ trace, relative to the runs file
-    noise: dict = field(default_factory=dict)   # the daemon's / injector's own report (duty, policy)
-
-    def value(self, metric: str) -> float:
-        return {"std": self.std_us, "max": self.max_us, "noise_fraction": self.noise_fraction}[metric]
-
-
-def reduce_trace(fwq_trace, **where) -> Run:
-    """A run record from an FWQ trace: the most affected core's statistics; `where` gives profile,
-    condition, round, seq, t_s, cpus (and optionally daemon_cpus, trace, noise)."""
-    w = most_affected_stats(fwq_trace)
-    return Run(rank=w.rank, cpu=w.cpu, samples=w.samples, min_us=w.min_us, mean_us=w.mean_us, max_us=w.max_us,
-               std_us=w.std_us, noise_fraction=w.noise_fraction, period_ms=w.period_ms, detour_us=w.detour_us,
-               **where)
-
-
-_FIELDS = {f.name: f for f in fields(Run)}
-_NUMBERS = ("t_s", "min_us", "mean_us", "max_us", "std_us", "noise_fraction")
-
-
-def runs_from_json(doc) -> list[Run]:
-    """Run records from `runs.json` ({"runs": [...]}), checked: a record that is not one is an
-    InputError naming it (the file may come from anywhere)."""
-    items = doc.get("runs") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        raise InputError("Table IV runs: expected {\"runs\": [...]}")
-    out = []
-    for i, r in enumerate(items):
-        if not isinstance(r, dict) or set(r) - set(_FIELDS):
-            raise InputError(f"Table IV runs[{i}]: not a run record")
-        try:
-            run = Run(**r)
-        except TypeError as exc:
-            raise InputError(f"Table IV runs[{i}]: {exc}") from None
-        for name in _NUMBERS:
-            v = getattr(run, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise InputError(f"Table IV runs[{i}].{name}: {v!r} is not a finite number >= 0")
-        for name in ("round", "seq", "rank", "cpu", "samples"):
-            v = getattr(run, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v < 10**7:
-                raise InputError(f"Table IV runs[{i}].{name}: not an integer in range")
-        if not 0 <= run.round < 1000:
-            raise InputError(f"Table IV runs[{i}].round: {run.round} is not a round (0-999)")
-        validate.name(run.profile, f"Table IV runs[{i}].profile")
-        if run.condition not in CONDITIONS:
-            raise InputError(f"Table IV runs[{i}].condition: {run.condition!r} is not one of {', '.join(CONDITIONS)}")
-        for name in ("cpus", "daemon_cpus"):
-            if not isinstance(getattr(run, name), str) or not CPU_LIST.fullmatch(getattr(run, name)):
-                raise InputError(f"Table IV runs[{i}].{name}: not a CPU list")
-        if not isinstance(run.trace, str) or run.trace.startswith("/") or ".." in run.trace.split("/"):
-            raise InputError(f"Table IV runs[{i}].trace: not a path inside the runs file's directory")
-        for name in ("period_ms", "detour_us"):
-            v = getattr(run, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                raise InputError(f"Table IV runs[{i}].{name}: not a number")
-        if not isinstance(run.noise, dict):
-            raise InputError(f"Table IV runs[{i}].noise: not an object")
-        out.append(run)
-    return out
-
-
-def runs_to_json(runs: list[Run], **meta) -> dict:
-    return {**meta, "runs": [asdict(r) for r in runs]}
 
 
 # ---- the table --------------------------------------------------------------------------------
@@ -168,6 +86,10 @@ class Row:
     cores: Counter              # most affected CPU -> runs
     signature_runs: int         # runs whose most affected core shows the 10 Hz signature
     calls: dict = field(default_factory=dict)     # metric -> Call (not for baseline)
+    compared_cpus: str = ""     # the CPUs the ratio compares on (baseline's figure from these)
+    like_cores: bool = True     # False: baseline's runs had no per-core figures for them
+    baseline_std_ms: float | None = None          # median of baseline's std on compared_cpus
+    reference: tuple | None = None                # baseline row: (lo_ms, hi_ms, level) of its median std
 
 
 def profile_order(names) -> list[str]:
@@ -180,6 +102,19 @@ def _median(values) -> float:
     return float(np.median(values)) if len(values) else float("nan")
 
 
+def median_interval(values, level: float = 0.95) -> tuple[float, float, float] | None:
+    """The distribution-free interval of a median: [X(k), X(n+1-k)] with the largest k whose coverage
+    1 - 2 P(Binomial(n, 1/2) <= k-1) reaches `level` (k = 1, its lower coverage, when none does);
+    (lo, hi, coverage), None for no values."""
+    x = sorted(values)
+    n = len(x)
+    if not n:
+        return None
+    cdf = np.cumsum([math.comb(n, i) for i in range(n + 1)]) / 2 ** n
+    k = max(1, int(np.count_nonzero(1 - 2 * cdf[:(n + 1) // 2] >= level)))
+    return float(x[k - 1]), float(x[n - k]), float(1 - 2 * cdf[k - 1])
+
+
 def signature_period_ms(signature: str) -> float | None:
     """The period of a FREQHz-DURATION signature in ms (10Hz-2500us: 100)."""
     try:
@@ -189,11 +124,29 @@ def signature_period_ms(signature: str) -> float | None:
     return 1e3 / freq if freq > 0 else None
 
 
+def _cpus(text: str) -> set[int]:
+    try:
+        return parse_list(text) if text else set()
+    except ValueError:
+        return set()
+
+
+def baseline_on(base: list[Run], cpus_text: str) -> tuple[dict[str, list[float]], str, bool]:
+    """Baseline's figures on a profile's CPUs: per metric, each baseline run's most affected of those
+    CPUs; (values, the CPUs compared, like cores). Baseline runs without figures for those CPUs (an
+    old runs.json, a ReFrame case without its trace) fall back to baseline's own most affected core."""
+    cpus = _cpus(cpus_text)
+    found = [r.on(cpus) for r in base]
+    if cpus and all(found):
+        return {m: [x[m] for x in found] for m in METRICS}, format_list(cpus), True
+    return {m: [r.value(m) for r in base] for m in METRICS}, base[0].cpus or "?", False
+
+
 def table(runs: list[Run], baseline: str = BASELINE, alpha: float = ALPHA, margin: float = MARGIN,
           signature: str = SIGNATURE, rule: str = "bh") -> list[Row]:
     """One row per condition and profile (conditions in CONDITIONS order, profiles in the paper's),
-    with each metric's call against `baseline` of the same condition; every call of the table in one
-    family at `alpha`."""
+    with each metric's call against `baseline` of the same condition on the profile's CPUs
+    (baseline_on); every call of the table in one family at `alpha`."""
     period = signature_period_ms(signature)
     groups: dict[tuple[str, str], list[Run]] = {}
     for r in runs:
@@ -209,7 +162,11 @@ def table(runs: list[Run], baseline: str = BASELINE, alpha: float = ALPHA, margi
             rows.append(Row(cond, prof, len(rs), _median([r.min_us for r in rs]) / 1e3,
                             _median([r.mean_us for r in rs]) / 1e3, _median([r.max_us for r in rs]) / 1e3,
                             _median([r.std_us for r in rs]) / 1e3, 100 * _median([r.noise_fraction for r in rs]),
-                            rs[0].cpus, rs[0].daemon_cpus, Counter(r.cpu for r in rs), shown))
+                            rs[0].cpus, rs[0].daemon_cpus, Counter(r.cpu for r in rs), shown,
+                            compared_cpus=format_list(_cpus(rs[0].cpus)) or rs[0].cpus))
+            if prof == baseline:
+                ref = median_interval([r.std_us / 1e3 for r in rs])
+                rows[-1].reference, rows[-1].baseline_std_ms = ref, rows[-1].std_ms
     # one family: every (row other than baseline) x metric. The headline, sharing 4/5 of alpha, is
     # what a profile is for: std under the daemon (every condition's std when no daemon ran, as on a
     # site measuring its own daemons); the other calls share the rest.
@@ -220,10 +177,12 @@ def table(runs: list[Run], baseline: str = BASELINE, alpha: float = ALPHA, margi
         if row.profile == baseline or not base:
             continue
         mine = groups[(row.condition, row.profile)]
+        values, row.compared_cpus, row.like_cores = baseline_on(base, row.cpus)
+        row.baseline_std_ms = _median(values["std"]) / 1e3
         for m in METRICS:
             todo.append((row, m))
-            metrics.append(Metric([r.value(m) for r in base], [r.value(m) for r in mine],
-                                  [r.round for r in base], [r.round for r in mine], better="lower",
+            metrics.append(Metric(values[m], [r.value(m) for r in mine], [r.round for r in base],
+                                  [r.round for r in mine], better="lower",
                                   headline=m == HEADLINE and (row.condition == "daemon" or not has_daemon)))
     if metrics:
         look = 1 + max(r.round for r in runs)
@@ -250,19 +209,38 @@ def ratio_text(c: Call | None) -> str:
 
 
 def call_text(c: Call | None) -> str:
-    return "(baseline)" if c is None else c.verdict
+    return "(baseline)" if c is None else str(c.verdict)
+
+
+RATIO_KIND = "median of the run-to-run ratios (Hodges-Lehmann: every baseline run against every run of the profile)"
 
 
 def header() -> list[str]:
-    return ["noise", "configuration", "n", "Min ms", "Mean ms", "Max ms", "Std ms", "noise %",
-            "Std / baseline [interval]", "call"]
+    return ["noise", "configuration", "CPUs compared", "n", "Min ms", "Mean ms", "Max ms", "Std ms", "noise %",
+            "baseline Std ms on these CPUs", "Std / baseline: median of run ratios [interval]", "call"]
+
+
+def _reference_text(row: Row) -> tuple[str, str]:
+    """Baseline's own row: its median std with the interval of that median, and the interval relative
+    to the median (how far from 1 a ratio must be before it says more than baseline's own spread)."""
+    if not row.reference or not row.std_ms:
+        return _ms(row.std_ms), "-"
+    lo, hi, level = row.reference
+    return (f"{_ms(row.std_ms)} [{_ms(lo)}, {_ms(hi)}]",
+            f"1 [{lo / row.std_ms:.2f}, {hi / row.std_ms:.2f}] ({100 * level:.0f} % interval of its median)")
 
 
 def cells(row: Row) -> list[str]:
     """One row of the paper-shaped table as strings."""
     c = row.calls.get(HEADLINE)
-    return [CONDITION_LABEL.get(row.condition, row.condition), row.profile, str(row.n), _ms(row.min_ms),
-            _ms(row.mean_ms), _ms(row.max_ms), _ms(row.std_ms), f"{row.noise_pct:.2f}", ratio_text(c),
+    cpus = row.compared_cpus + ("" if row.like_cores else " (baseline: its most affected core)")
+    if row.profile == BASELINE:
+        base, ratio = _reference_text(row)
+    else:
+        base = "-" if row.baseline_std_ms is None else _ms(row.baseline_std_ms)
+        ratio = ratio_text(c)
+    return [CONDITION_LABEL.get(row.condition, row.condition), row.profile, cpus or "-", str(row.n), _ms(row.min_ms),
+            _ms(row.mean_ms), _ms(row.max_ms), _ms(row.std_ms), f"{row.noise_pct:.2f}", base, ratio,
             "-" if row.profile == BASELINE else call_text(c)]
 
 
@@ -321,7 +299,11 @@ def sentence(row: Row, rows: list[Row], signature: str = SIGNATURE) -> str:
         other = next((r for r in rows if r.profile == BASELINE and r.condition == "none"), None)
         rel = (f", {row.std_ms / other.std_ms:.2g}x baseline without the daemon"
                if row.condition != "none" and other and other.std_ms > 0 else "")
-        return f"{label}: std {_ms(row.std_ms)} ms{rel}; {cause}."
+        ref = ""
+        if row.reference:
+            ref = (f" [{_ms(row.reference[0])}, {_ms(row.reference[1])}] ({100 * row.reference[2]:.0f} % interval of "
+                   f"the median over {row.n} runs)")
+        return f"{label}: std {_ms(row.std_ms)} ms{ref}{rel}; {cause}."
     c = row.calls.get(HEADLINE)
     if c is None:
         verdict = "not compared (no baseline runs under this condition)"
@@ -330,10 +312,12 @@ def sentence(row: Row, rows: list[Row], signature: str = SIGNATURE) -> str:
     elif c.verdict == SAME:
         verdict = f"no difference from baseline on std ({ratio_text(c)})"
     elif c.verdict == INCONCLUSIVE:
-        verdict = (f"inconclusive on std ({ratio_text(c)}: a difference up to {100 * (c.seen or 0):.0f} % "
-                   "is not excluded)")
+        verdict = f"inconclusive on std ({ratio_text(c)}: {c.reason})"
     else:
-        verdict = f"{NO_VERDICT} on std ({c.why})"
+        verdict = f"{NO_VERDICT} on std ({c.reason})"
+    if c is not None:
+        verdict += (f", against baseline on {_cpu_text(row.compared_cpus)}" if row.like_cores else
+                    ", against baseline's most affected core (its runs lack per-core figures)")
     return f"{label}: {verdict}; {cause}."
 
 
@@ -346,8 +330,14 @@ def rows_as_dicts(rows: list[Row]) -> list[dict]:
     out = []
     for r in rows:
         d = {k: getattr(r, k) for k in ("condition", "profile", "n", "min_ms", "mean_ms", "max_ms", "std_ms",
-                                        "noise_pct", "cpus", "daemon_cpus", "signature_runs")}
+                                        "noise_pct", "cpus", "daemon_cpus", "signature_runs", "compared_cpus",
+                                        "like_cores", "baseline_std_ms")}
         d["cores"] = {str(k): v for k, v in r.cores.items()}
+        if r.reference:
+            d["reference"] = {"what": "the distribution-free interval of baseline's median std over its runs",
+                              "lo_ms": r.reference[0], "hi_ms": r.reference[1], "level": r.reference[2]}
+        if r.calls:
+            d["ratio_kind"] = RATIO_KIND
         d["calls"] = {m: {k: v for k, v in asdict(c).items()} for m, c in r.calls.items()}
         out.append(d)
     return out

@@ -5,12 +5,13 @@ sessions of the results database; `--compare` finds them in the database. Output
 `report.html` (self-contained), `report.md` (figures in img/) and `report.json` (the numbers).
 
   rows.py      read reports/sessions once into cases; labels and sessions; rows of samples
-  stats.py     medians, spread, Hodges-Lehmann ratios with exact Mann-Whitney (two samples) or
-               signed-rank (pairs) intervals, the sequential design
-  verdict.py   the per-metric call and the verdict table (first in the report); node checks; bandwidth
-               as a fraction of the memory-copy bandwidth
+  stats.py     medians, spread, the engine's intervals and designs re-exported, the recorded design
+  calls.py     the calls as data: which metrics the verdict judges, every one's call (calls_for for the
+               acceptance looks, verdict_rows for the report)
+  verdict.py   the verdict in words and tables (first in the report) and the method
+  membw.py     bandwidth as a fraction of the memory-copy bandwidth
   runinfo.py   what the acceptance driver recorded: provenance per stack, harness vs benchmark time
-  measures.py  message-size curves (OSU, NetPIPE) and system noise (Table IV, Fig. 2)
+  measures.py  message-size curves (OSU, NetPIPE), system noise (Table IV, Fig. 2), other node checks
   sections.py  the section model, the other sections, and EXTRA_SECTIONS (the extension point)
   curves.py, plots.py   curve extraction and figures
   render.py + templates/  one Jinja2 template per format

@@ -13,7 +13,8 @@ from stackproof.report.rows import Case, load_run, load_session, perf_rows, reso
 from stackproof.report.sections import (EXTRA_SECTIONS, Context, Section, Table, failed_section, identity_section,
                        references_section, skipped_section, summary_section)
 from stackproof.report.stats import design_from
-from stackproof.report.verdict import bandwidth_fraction_section, method_section, verdict_section
+from stackproof.report.membw import bandwidth_fraction_section
+from stackproof.report.verdict import method_section, verdict_section
 from stackproof.report.runinfo import provenance_section, run_info, timing_section
 
 

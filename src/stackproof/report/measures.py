@@ -4,6 +4,7 @@ noise experiment`) with Fig. 2-style FWQ plots."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,11 @@ from stackproof.noise.trace import TraceError, load
 from stackproof.report.curves import curves, human_bytes
 from stackproof.report.plots import curve_plot, fwq_plots, slug
 from stackproof.report.sections import Context, Section, Table, fmt
-from stackproof.report.verdict import copy_bandwidth, judge, node_checks_section
+from stackproof.report.calls import judge, node_check_keys
+from stackproof.report.membw import copy_bandwidth
+from stackproof.report.rows import by_key, why_not_measured
+from stackproof.report.stats import summarize
+from stackproof.report.verdict import direction_text
 
 
 def curves_section(ctx: Context) -> Section | None:
@@ -104,7 +109,9 @@ def runs_from_cases(cases) -> dict[tuple[str, str], list[tableiv.Run]]:
                 t = load(trace)
                 run = tableiv.reduce_trace(t, **where, cpus=format_list({int(r["cpu"]) for r in t.ranks}),
                                            trace=str(trace))
-                runs.append(replace(run, **values))
+                # every core's figures only from a trace that agrees with what the check reported
+                same = math.isclose(run.std_us, values["std_us"], rel_tol=0.01)
+                runs.append(replace(run, **values, per_cpu=run.per_cpu if same else {}))
             except (TraceError, OSError, TypeError, ValueError, KeyError):
                 runs.append(tableiv.Run(**where, cpus="", rank=0, cpu=-1, samples=0, **values))
         out[key] = runs
@@ -169,6 +176,34 @@ def _representative(runs, row, base) -> str | None:
     return str(t) if t.is_file() else None
 
 
+def node_checks_section(ctx: Context) -> Section | None:
+    """Table-IV style: the node checks (one stack), each metric's median, spread and n; failures and
+    skips with their reason, never as 'not measured' rows of the stack verdict."""
+    node = node_check_keys(ctx.cases, ctx.stacks)
+    if not node:
+        return None
+    keyed = by_key(ctx.cases)
+    rows = []
+    measured = set()
+    for r in sorted(ctx.rows, key=lambda r: (r.check, r.case, r.var)):
+        if (r.check, r.case, r.system) not in node:
+            continue
+        (stack, vals), = r.samples.items()
+        sm = summarize(vals)
+        measured.add((r.check, r.case, r.system))
+        rows.append([r.case, stack, f"{r.var} ({r.unit or 'no unit'})", direction_text(r.better),
+                     f"{fmt(sm.median)} [{fmt(sm.lo)}–{fmt(sm.hi)}] ({sm.n})"])
+    for k in sorted(node - measured):
+        (stack, cs), = [(s, cs) for s, cs in keyed[k].items() if cs]
+        res = {c.result for c in cs}
+        text = why_not_measured(cs) if res != {"pass"} else "passed (no performance value)"
+        rows.append([k[1], stack, "-", "-", (text, "" if res == {"pass"} else "nm")])
+    return Section("Node checks", anchor="node", text=[
+        "Checks that measure the node rather than the stack (FWQ noise under the core-specialization "
+        "profiles, core specialization, binding) run with one stack; median [min–max] (n) over the repeats."],
+        tables=[Table(["check", "stack", "metric", "direction", "value"], rows)])
+
+
 def node_section(ctx: Context) -> Section | None:
     """The node checks: Table IV first (the paper's shape, then one sentence per row), then the other
     node checks (core specialization, binding)."""
@@ -186,9 +221,12 @@ def node_section(ctx: Context) -> Section | None:
             "(largest std) per core-specialization profile (Table III), with a noise daemon on the node "
             "(10 Hz x 2.5 ms at SCHED_FIFO: each profile places it like a system daemon), without it, and with "
             "an injector inside the job (noise no profile can move, labelled so). Times in ms, the median over "
-            "n runs interleaved in time; std / baseline is the ratio to baseline under the same noise with its "
-            "exact interval, at the level the table's error control gives each call (the chance of any false "
-            "better or worse call in the whole table, max and noise fraction included, is at most 5 %).")
+            "n runs interleaved in time (an even number of rounds, every other one reversed). Like cores: a profile "
+            "is compared with baseline on its own application CPUs (CPUs compared), baseline's figure being the "
+            "most affected of those CPUs in baseline's runs; std / baseline is the median of the run-to-run ratios "
+            "under the same noise with its exact interval, at the level the table's error control gives each call "
+            "(the chance of any false better or worse call in the whole table, max and noise fraction included, "
+            "is at most 5 %); baseline's own row gives the interval of its median std over its runs.")
     for g in groups:
         rows = tableiv.table(g["runs"], signature=g["signature"])
         ctx.data["noise"] += _row_dicts(rows, g["stack"], g["system"], g["runs"], g["base"])

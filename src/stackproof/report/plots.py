@@ -32,7 +32,7 @@ def curve_plot(title: str, kind: str, unit: str, series: dict, stacks: list[str]
     messages beyond the caches; cache-sized ones are compared with a same-size copy in the report's table)."""
     import numpy as np
 
-    from stackproof.report.verdict import ONE_LOOK, judge
+    from stackproof.report.calls import ONE_LOOK, judge
     design = design or ONE_LOOK
     plt = _plt()
     colours = {s: f"C{i}" for i, s in enumerate(stacks)}

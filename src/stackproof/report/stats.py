@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stackproof.comparison import (LEVEL, MIN_LEVEL, RULES, Design, design, interval_rank, paired_ratio_interval,
-                                   ratio_interval, signed_rank_rank)
+from stackproof.comparison import (LEVEL, MIN_LEVEL, RULES, Design, design, interval_rank,
+                                   open_design, paired_ratio_interval, ratio_interval, signed_rank_rank)
 
 __all__ = ["LEVEL", "MIN_LEVEL", "RULES", "Summary", "summarize", "interval_rank", "signed_rank_rank", "ratio_interval",
-           "paired_ratio_interval", "Design", "design", "design_from"]
+           "paired_ratio_interval", "Design", "design", "open_design", "design_from"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,9 @@ def summarize(values) -> Summary:
 def design_from(d: dict | None) -> Design:
     """The design recorded in a run (report JSON `stackproof.design`); one look at 95 % when absent.
     A record without `paired` (written before pairs were analysed) is read as two samples, one without
-    `rule` (written before the family rule) as Benjamini-Hochberg: the report applies today's rule."""
+    `rule` (written before the family rule) as Benjamini-Hochberg: the report applies today's rule. A
+    record with `step` is an open design (stackproof.comparison.open_design) judged at its looks that
+    ran."""
     if not isinstance(d, dict):
         return Design(looks=(0,), alpha=1 - LEVEL, margin=0.05)
     looks = d.get("looks")
@@ -55,8 +57,17 @@ def design_from(d: dict | None) -> Design:
     ran = d.get("looks_run")
     if ran is not None and (isinstance(ran, bool) or not isinstance(ran, int) or not 0 <= ran <= len(looks)):
         raise ValueError(f"design: looks_run must be an integer in 0..{len(looks)}")
-    either = d.get("either", False)
-    if not isinstance(either, bool):
-        raise ValueError("design: either must be true or false")
+    either, blocks = d.get("either", False), d.get("blocks", False)
+    if not isinstance(either, bool) or not isinstance(blocks, bool):
+        raise ValueError("design: either and blocks must be true or false")
+    step = d.get("step", 0)
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10_000:
+        raise ValueError("design: step must be an integer in 0..9999")
+    if step:          # an open design: its first look and its spending; the looks that ran
+        share = d.get("first_share")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1):
+            raise ValueError("design: first_share must lie in (0, 1)")
+        return Design((looks[0],), float(alpha), float(margin), paired, rule, either=either, step=step,
+                      blocks=blocks, first_share=share, ran=ran if ran is not None else len(looks))
     return Design(tuple(looks), float(alpha), float(margin), paired, rule, spend=tuple(spend) if spend else None,
-                  either=either, ran=ran)
+                  either=either, ran=ran, blocks=blocks)
