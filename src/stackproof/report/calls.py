@@ -93,9 +93,7 @@ def short_reason(cases: list[Case]) -> str:
 
 
 def _metric(r, baseline: str, other: str) -> Metric:
-    blocks = getattr(r, "blocks", None) or {}
-    return Metric(r.samples[baseline], r.samples[other], r.repeats.get(baseline), r.repeats.get(other),
-                  r.better, r.margin, r.headline, blocks.get(baseline), blocks.get(other))
+    return r.metric(baseline, other)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
-"""Curves over message size (OSU, NetPIPE): from per-size performance variables (`lat_<bytes>B`,
-`bw_<bytes>B`) and, for NetPIPE, from the curve it writes (`np.out`: bytes, Mbps, seconds; or its
-stdout lines `N: BYTES bytes REPS times --> MBPS Mbps in USEC usec`) in the test's output directory."""
+"""Curves over message size (OSU, NetPIPE): from per-size performance variables (`lat_8B`, `bw_1MiB`:
+benchparse.size_label) of every launch and, for NetPIPE, from the curve each launch writes (`np.out`:
+bytes, Mbps, seconds; or its stdout lines `N: BYTES bytes REPS times --> MBPS Mbps in USEC usec`) in
+its directory of the test's output."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from pathlib import Path
 
-from stackproof.report.rows import Case
+from stackproof.report.rows import Case, launch_samples
 
 _SIZE_VAR = re.compile(r"^(lat|bw)_(\d+)(B|KiB|MiB|GiB)$")
 _MULT = {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -34,27 +35,39 @@ def read_netpipe(outputdir: str | None) -> list[tuple[int, float, float]]:
             except (IndexError, ValueError):
                 continue
             pts.append((size, mbps / 8.0, t * 1e6 if t < 1.0 else t))
-    if not pts and (d / "rfm_job.out").is_file():
-        for line in (d / "rfm_job.out").read_text(errors="replace").splitlines():
+    out = next((d / n for n in ("stdout", "rfm_job.out") if (d / n).is_file()), None)
+    if not pts and out is not None:
+        for line in out.read_text(errors="replace").splitlines():
             m = _NP_STDOUT.match(line)
             if m:
                 pts.append((int(m.group(1)), float(m.group(2)) / 8.0, float(m.group(3))))
     return pts
 
 
+def launch_dirs(c: Case) -> list[str]:
+    """Where each of a case's launches left its files: its own directory under the case's output
+    (blocks of launches), else the output directory itself."""
+    if not c.outputdir:
+        return []
+    if c.launches:
+        return [str(Path(c.outputdir) / ln["dir"]) for ln in c.launches if isinstance(ln.get("dir"), str)
+                and ln["dir"] and not Path(ln["dir"]).is_absolute() and ".." not in Path(ln["dir"]).parts]
+    return [c.outputdir]
+
+
 def curves(cases: list[Case]) -> dict[tuple, dict[str, dict[int, list[float]]]]:
-    """{(check, case, system, kind, unit): {stack: {bytes: [values over repeats]}}}, kind = latency|bandwidth."""
+    """{(check, case, system, kind, unit): {stack: {bytes: [values over launches]}}}, kind = latency|bandwidth."""
     out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for c in cases:
         if c.result != "pass":
             continue
-        for var, pv in c.perf.items():
+        for var, value, _pair, _block in launch_samples(c):
             s = size_of_var(var)
-            if s and pv["value"] is not None:
+            if s:
                 kind = "latency" if s[0] == "lat" else "bandwidth"
-                out[(c.check, c.name, c.system, kind, pv["unit"] or "")][c.stack][s[1]].append(float(pv["value"]))
+                out[(c.check, c.name, c.system, kind, c.perf[var]["unit"] or "")][c.stack][s[1]].append(value)
         if c.check.lower().startswith("netpipe"):
-            for size, mbs, us in read_netpipe(c.outputdir):
+            for size, mbs, us in (p for d in launch_dirs(c) for p in read_netpipe(d)):
                 out[(c.check, c.name + " (curve)", c.system, "bandwidth", "MB/s")][c.stack][size].append(mbs)
                 out[(c.check, c.name + " (curve)", c.system, "latency", "us")][c.stack][size].append(us)
     return {k: v for k, v in out.items() if max(len(s) for s in v.values()) >= MIN_POINTS}

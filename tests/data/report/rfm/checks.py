@@ -1,5 +1,6 @@
-"""Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index)
-without MPI: each prints numbers scaled by the environment's FAKE_SCALE."""
+"""Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index,
+skip_reason) without MPI: each prints numbers scaled by the environment's FAKE_SCALE. They predate
+blocks of launches: one launch per test case, as reports of plain ReFrame checks are read."""
 import reframe as rfm
 import reframe.utility.typecheck as typ
 import reframe.utility.sanity as sn
@@ -13,6 +14,8 @@ class _Contract(rfm.RunOnlyRegressionTest):
     stack = variable(str, value='', loggable=True)
     mpi_library = variable(str, value='', loggable=True)
     mpi_library_path = variable(str, value='', loggable=True)
+    #: why the case skipped itself (ReFrame's JSON keeps no skip message)
+    skip_reason = variable(str, value='', loggable=True)
     #: the direction of each performance variable, declared by the check (the report never guesses it)
     perf_better = variable(typ.Dict[str, str], value={}, loggable=True)
     executable = 'sh'
@@ -77,7 +80,8 @@ class SkippedFake(_Contract):
 
     @run_after('setup')
     def _skip(self):
-        self.skip(f'osu_latency not found for stack {self.current_environ.name!r}: set OSU_BIN_DIR')
+        self.skip_reason = f'osu_latency not found for stack {self.current_environ.name!r}: set OSU_BIN_DIR'
+        self.skip(self.skip_reason)
 
     @sanity_function
     def ok(self):
