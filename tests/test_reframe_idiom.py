@@ -44,6 +44,11 @@ def test_describe_lists_performance_variables_of_every_performance_check(tmp_pat
             assert any(fnmatch.fnmatchcase(var, head) for var in names for head in d["perf_headline"]), \
                 (d["display_name"], d["perf_headline"], names)
         assert d["pipeline_hooks"].get("pre_performance") == ["record_launches"], d["pipeline_hooks"]
+    # the checks that compare stacks are those that run in blocks, tagged so (acceptance selects by it)
+    assert {d["@class"] for d in described if "compare" in d["tags"]} == \
+        {d["@class"] for d in described if "block_index" in d}
+    assert {d["@class"] for d in described if "compare" in d["tags"]} >= {"NetPIPE", "OSUBenchmark", "HPCCBenchmark",
+                                                                            "AMGBenchmark", "HypreBoomerAMG"}
     osu = next(d for d in checks if "osu_bibw" in d["display_name"])
     assert "bw_1MiB" in osu["perf_variables"] and "bw_1048576B" not in osu["perf_variables"]
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from stackproof.comparison import Design
 from stackproof.errors import InputError, StackproofError
 from stackproof.reframe import session
+from stackproof.reframe.block import COMPARE_TAG
 from stackproof.reframe.session import Target
 from stackproof.reframe_output import final_cases, load_report, merge_reports, testcases
 from stackproof.report.calls import calls_for
@@ -32,8 +33,6 @@ from stackproof.report.stats import RULES, design, open_design
 
 # The system the sessions run on: the test cluster's cpu partition (its gpu partition has fake GPUs).
 SYSTEM = "testcluster:cpu"
-# The tag StackCheck gives every check that runs in blocks: the checks that compare the stacks.
-COMPARE_TAG = "compare"
 # FWQ per profile is the Table IV matrix (tableiv.py), not a node check: it needs the profiles
 # interleaved in time and the noise daemon switched, which one session per profile cannot do.
 # CoreSpecCheck checks a profile that reserves cores (CpuSpecList, bound daemons); MpibindBinding

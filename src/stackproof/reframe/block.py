@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 
 RECORD = "launches.json"
+# the tag of every check that runs in blocks (StackCheck adds it): the checks that compare stacks,
+# selected by it (`make acceptance`, `reframe -t compare`)
+COMPARE_TAG = "compare"
 BLOCK_FILE = "block.json"
 # a stack name becomes part of a directory name and of a performance variable's name
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

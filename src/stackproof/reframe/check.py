@@ -57,7 +57,7 @@ from reframe.core.pipeline import RegressionTestDict
 
 from stackproof.benchparse import BenchParseError, parse_file
 from stackproof.paths import REPO
-from stackproof.reframe.block import BLOCK_FILE, RECORD, check_names, block_file, order
+from stackproof.reframe.block import BLOCK_FILE, COMPARE_TAG, RECORD, check_names, block_file, order
 from stackproof.reframe.identity import check_identity, identity_rows
 from stackproof.reframe.layout import nodes_needed
 from stackproof.reframe.profile import ProfileUnavailable, profile_values
@@ -199,8 +199,11 @@ class StackCheck(rfm.RegressionTestPlugin):
     @run_after('init', always_last=True)
     def declare_figures(self):
         """Step 0: one performance variable per figure, `<figure>@<stack>` for each stack of a block
-        that holds several; a block of several stacks runs under the first one's environment."""
+        that holds several; a block of several stacks runs under the first one's environment; a check
+        of blocks is tagged `compare`."""
         stacks = check_names(self.block_stacks) if self.in_blocks and self.block_stacks else []
+        if self.in_blocks:
+            self.tags = set(self.tags) | {COMPARE_TAG}
         if len(stacks) > 1:
             self.valid_prog_environs = [f'{spec} +stack-{stacks[0]}' if spec.startswith('+') else f'+stack-{stacks[0]}'
                                         for spec in self.valid_prog_environs]
