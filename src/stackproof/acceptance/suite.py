@@ -356,8 +356,9 @@ def add_arguments(p) -> None:
                    help="launches per stack before the first look (default 8: the one look a 10-minute run fits)")
     p.add_argument("--max-pairs", type=int, default=8, metavar="N", help="launches per stack at most (default 8)")
     p.add_argument("--looks", type=int, default=1, help="looks from min to max launches (default 1)")
-    p.add_argument("--block-launches", type=int, default=2, metavar="L",
-                   help="launches per stack in one block (one job: A,B,B,A for 2; default 2)")
+    p.add_argument("--block-launches", type=int, default=4, metavar="L",
+                   help="launches per stack in one block, one job (4: A,B,B,A,A,B,B,A; 2: A,B,B,A; default 4: "
+                        "half the jobs of 2, docs/performance.md)")
     p.add_argument("--until-decided", action="store_true",
                    help="keep adding blocks (a look every --look-step launches per stack, alpha spent so that any "
                         "number of looks stays within 5 %%) until every headline metric is decided or --budget ends")
@@ -405,9 +406,9 @@ def check_arguments(args) -> None:
     if args.block_launches < 1:
         raise InputError(f"--block-launches {args.block_launches}: at least 1 launch per stack in a block")
     sizes = [args.min_pairs, args.look_step] if args.until_decided else [args.min_pairs, args.max_pairs]
-    # blocks of A B B A / B A A B cancel a launch's position when a look holds whole pairs of blocks
-    # (report.stats.design: multiples of 4); a size that does not (--repeat 3) runs blocks of one
-    # launch per stack (A B, B A: pairs) judged as pairs and two samples
+    # blocks cancel a launch's position when a look holds whole A,B,B,A groups (report.stats.design:
+    # multiples of 4 launches per stack); a size that does not (--repeat 3) runs blocks of one launch
+    # per stack (A B, B A: pairs) judged as pairs and two samples
     blocks = all(n % 4 == 0 for n in sizes) and all(n % args.block_launches == 0 for n in sizes)
     if not blocks:
         args.block_launches = 1
