@@ -2,7 +2,7 @@
 #                         "Time to verdict"): three `make acceptance` runs, commodity vs vendor, vs a
 #                         copy of itself (A/A) and vs itself made worse on purpose
 #                         (reframe-tests/stacks/experiments/), then build/bench-acceptance/summary.md.
-#                         About 30 minutes here; ACCEPTANCE_ARGS apply to every run.
+#                         Its duration: docs/performance.md. ACCEPTANCE_ARGS apply to every run.
 .PHONY: bench-acceptance
 bench-acceptance: build
 	@$(PY) -m stackproof.acceptance.bench -o $(BUILD)/bench-acceptance -- $(ACCEPTANCE_ARGS)

@@ -2,7 +2,7 @@
 # runtime from PyPI wheels, pinned with hashes in requirements-cuda.txt, into $(CUDA_TOOLCHAIN)
 # (CUDA_HOME = $(CUDA_TOOLCHAIN)/nvidia/cu13). tests/test_gpu_health.py compiles and links
 # gpu_health.cu with it for sm_80 and sm_90 and runs the ReFrame check's real build.
-#   make cuda-toolchain   ~97 MiB download, ~6 s, 253 MB in build/ (part of make build)
+#   make cuda-toolchain   ~97 MiB download, 253 MB in build/ (part of make build; time: docs/performance.md)
 CUDA_TOOLCHAIN := $(BUILD)/cuda-toolchain
 
 .PHONY: cuda-toolchain

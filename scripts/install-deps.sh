@@ -15,6 +15,9 @@ APT_PACKAGES=(
   # namespaces, process tools, core-specialization tools
   iproute2 procps util-linux tuna irqbalance
   python3-venv
+  # Debian's own python3 runs stackproof.stacks in the hostile tests (tests/test_attacker_hostile.py):
+  # both interpreters a machine may use for `stack build` are tested; recipes are YAML
+  python3-yaml
   # lint of the shell scripts we install on nodes (stackproof-corespec)
   shellcheck
   # software stacks (stackproof stack build): BLAS/LAPACK for commodity stacks, Fortran for the wrappers

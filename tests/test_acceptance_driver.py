@@ -218,8 +218,8 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 def test_options_of_the_looks():
     from stackproof.acceptance.driver import parse_args
     a = parse_args([])
-    # one look of 8 launches per stack in blocks of 2 + 2 (A,B,B,A / B,A,A,B), the whole 5 % at it
-    assert a.design.looks == (8,) and a.design.blocks and a.block_launches == 2 and a.stack == ["commodity", "vendor"]
+    # one look of 8 launches per stack in blocks of 4 + 4 (A,B,B,A,A,B,B,A / B,A,A,B,B,A,A,B), all 5 % at it
+    assert a.design.looks == (8,) and a.design.blocks and a.block_launches == 4 and a.stack == ["commodity", "vendor"]
     assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05) and a.budget_s == 420
     # a size that is no whole pair of blocks (the laptop image's --repeat 3): blocks of one launch per stack
     a = parse_args(["--repeat", "3", "--budget-min", "4"])
@@ -293,3 +293,77 @@ def test_reframe_runs_below_the_jobs_priority():
     host's cores to the benchmark ranks slurmd starts at normal priority."""
     rc, lines = session.run_session(["nice"], on_line=lambda line: None, nice=suite.HARNESS_NICE)
     assert rc == 0 and int(lines[0]) == min(19, os.nice(0) + suite.HARNESS_NICE)
+
+
+# ---- the steps call stackproof's functions (no CLI subprocess); a failing step is one line -------------
+
+def _driver_args(tmp_path):
+    from stackproof.acceptance.driver import parse_args, plan_steps
+    from stackproof.cluster import Cluster
+    from stackproof.nodes.nodetype import from_host
+    state = {"profiles": [], "node_docs": [], "costs": {}}
+    steps = plan_steps(parse_args([]), tmp_path, from_host("local"), Cluster(tmp_path / "run"), tmp_path / "h", state)
+    return steps, state
+
+
+def test_per_profile_clusters_load_the_mpibind_plugin_and_the_proposal_gets_its_node_checks(tmp_path, monkeypatch):
+    from stackproof.acceptance import driver
+    monkeypatch.setenv("STACKPROOF_MPIBIND_PLUGIN", "/bin/true")
+    ups = []
+    monkeypatch.setattr(driver.session, "cluster_up", lambda p, daemon="", *, base=None, cluster=None:
+                        ups.append((p, base.mpibind_plugin)) or pytest.skip("recorded"))
+    steps, state = _driver_args(tmp_path)
+    names = [n for n, _ in steps]
+    hunt = max(i for i, n in enumerate(names) if "noise hunt" in n)
+    assert names[hunt + 1] == "the hunt's proposal: cluster up and node checks"
+    assert names[hunt + 2] == "results merged (reframe-report.json)"      # every ReFrame session's cases
+    assert names[hunt + 3].startswith("Table IV")
+    up = dict(steps)["baseline: cluster up"]
+    with pytest.raises(pytest.skip.Exception):
+        up()
+    assert ups == [("baseline", "/bin/true")]
+    # without a proposal (no tracefs, say) the step says so: nothing is claimed measured
+    assert dict(steps)["the hunt's proposal: cluster up and node checks"]().startswith("not measured: ")
+
+
+def test_node_checks_without_the_plugin_fail_saying_why(tmp_path, monkeypatch):
+    from stackproof.acceptance import driver
+
+    class Cluster:
+        def load_state(self):
+            class St:
+                settings = {"mpibind_plugin": None}
+            return St()
+    args = driver.parse_args([])
+    nt = driver.from_host("local")
+    state = {"no_mpibind": "the mpibind SPANK plugin is not built (make mpibind-build)"}
+    (res,) = driver.run([("node checks", lambda: driver._node_checks(Cluster(), tmp_path, args, nt, "baseline",
+                                                                      state))])
+    assert not res.ok and res.detail == ("binding under baseline not measured: the mpibind SPANK plugin is not "
+                                         "built (make mpibind-build)")
+
+
+def test_report_projection_and_hunt_are_function_calls_with_one_line_failures(tmp_path, monkeypatch, capsys):
+    from stackproof.acceptance import driver
+    from stackproof.errors import StackproofError
+    vals = {"commodity": [1.0, 1.1, 0.9, 1.05, 0.95], "vendor": [1.02, 1.08, 0.93, 1.0, 0.97]}
+    (tmp_path / "reframe-report.json").write_text(json.dumps(merge_reports([_doc("s", vals)])))
+    monkeypatch.setattr(driver.subprocess, "run", lambda *a, **k: pytest.fail(f"a subprocess: {a}"))
+    detail = driver._report(tmp_path, "commodity")
+    assert detail.startswith(f"{tmp_path / 'report.html'}: 10 test cases, stacks commodity, vendor (baseline commodity)")
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "report.md").is_file()
+    (tmp_path / "reframe-report.json").write_text("{not json")
+    bad = tmp_path / "empty"
+    bad.mkdir()
+
+    def not_measured():
+        raise StackproofError("tracefs is not mounted at /x and this is not root")
+    monkeypatch.setattr(driver, "_up_in", lambda *a: "up")
+    monkeypatch.setattr(driver, "ensure_tracefs", not_measured)
+    results = driver.run([("report", lambda: driver._report(tmp_path, "commodity")),
+                          ("projection", lambda: driver._project(bad, "commodity")),
+                          ("hunt", lambda: driver._hunt(None, tmp_path, "baseline"))])
+    assert [r.ok for r in results] == [False, False, True]
+    assert all("\n" not in r.detail and "Traceback" not in r.detail for r in results)
+    assert results[2].detail == "not measured: tracefs is not mounted at /x and this is not root"
+    assert "Traceback" not in capsys.readouterr().err

@@ -24,7 +24,7 @@ from stackproof.noise.run import Injector, build_dir, mpirun_launcher, run_fwq, 
 from signatures import MARGIN, SOURCE_FILL, describe_grid, grid_fill
 
 SIGNATURE = dict(freq_hz=10, duration="2500us")  # seed 000's 10 Hz / 2.5 ms
-NSAMPLES, QUANTUM = 2500, "1.4ms"                  # ~3.5 s per run
+NSAMPLES, QUANTUM = 2500, "1.4ms"                  # the paper's quantum; a run's time: docs/performance.md
 RESULTS = build_dir() / "live-results.json"
 
 

@@ -82,7 +82,7 @@ def test_random_occurrences_are_not_periodic():
 
 # ---------------------------------------------------------------- the recorded hunt
 
-THRESHOLD_US = 100     # as the live test: above this VM's invisible 20-130 us stalls (docs/noise.md)
+THRESHOLD_US = 100     # as the live test: above this VM's invisible stalls (docs/performance.md)
 
 
 @pytest.fixture(scope="module")

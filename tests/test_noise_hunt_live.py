@@ -30,22 +30,21 @@ MIN_OCCURRENCES = 60            # ... and at least this many injector periods in
 # (5-200 Hz x 50-2500 us, duty <= 50 %); each criterion is asserted where this machine's measured
 # background cannot decide it, and reported as skipped, with the numbers, in the corner where it can:
 #  - period (5 %) and duration (20 %): everywhere (they come from the injector's own trace events);
-#  - top culprit: where the injector steals twice what one co-tenant took on a hunted CPU here
-#    (9.2 ms/s, a python process, at load average 10);
+#  - top culprit: where the injector steals twice what one co-tenant took on a hunted CPU here (a
+#    python process at load average 10);
 #  - 80 % of the detour time on real culprits: where f x D is 4x (x 1.25 margin) the time no real
 #    culprit explains above a threshold the injector clears (BACKGROUND_MS_PER_S at the largest ladder
 #    threshold <= D / 2: the unexplained + hypervisor time of the threshold scans of two 10 s hunts
-#    on both CPUs with no injector, the worse CPU, plus 2 ms/s for the hypervisor: /proc/stat steal
-#    was 1.8-2.2 ms/s per CPU over a minute under that load);
+#    on both CPUs with no injector, the worse CPU, plus /proc/stat's steal under that load);
 #  - std after < before: where the injector's variance f x D^2 x quantum (10 us) is 5x the spread of
-#    the background variance between two back-to-back 10 s FWQ phases (up to 490 us^2 in those hunts)
-#    and above the worst after-phase background seen at load average 10 (1,840 us^2: a run at
-#    D^2 f = 1.1e8, i.e. 1,100 us^2 injected, failed there 40.8 -> 42.9 us).
+#    the background variance between two back-to-back 10 s FWQ phases and above the worst after-phase
+#    background seen at load average 10.
+# The measured values behind each floor are in that docs/noise.md table, not here.
 # Half of the draws come from the whole range, half from the region where every criterion applies.
 TOP_MS_PER_S = 20.0
 BACKGROUND_MS_PER_S = {10: 14.0, 15: 10.6, 20: 8.9, 30: 6.8, 50: 4.9, 70: 3.7, 100: 3.0, 150: 3.0, 200: 3.0}
 MIN_D2F = 2.5e8
-MIN_DURATION_US = 120.0         # 20 % of it is above the 5-21 us per occurrence the trace adds
+MIN_DURATION_US = 120.0         # 20 % of it is above the wake-up per occurrence the trace adds (docs/noise.md)
 
 
 def criteria(f: float, d: float) -> dict[str, str | None]:

@@ -34,8 +34,8 @@ EXPECTED_SKIPS = re.compile(
 # Debian's Open MPI 4.1.4 under Slurm 22.05's PMIx, on the emulated nodes: 1-3 % of 3-node launches lose
 # one rank in MPI_Init (measured: 6 of 300, 8 of 324, 4 of 400 launches of mpi_identity; every core dump
 # the same: the TCP BTL hands a peer's first MPI message, tag 0x41 = ob1 MATCH, to a callback ob1 has not
-# registered yet, while this rank still waits in the modex fence; docs/reframe.md "Known upstream
-# races"). ReFrame's own --max-retries=1 reruns such a case; the test checks each retried failure
+# registered yet, while this rank still waits in the modex fence; docs/acceptance.md "A known upstream
+# race on emulated nodes"). ReFrame's own --max-retries=1 reruns such a case; the test checks each retried failure
 # carries that signature (the crash text the check's sanity message quotes) and that no more than a
 # few cases needed it.
 RETRIES = 1

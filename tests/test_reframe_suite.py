@@ -429,6 +429,9 @@ def test_dry_run_corespec_and_binding(testcluster_dry, tmp_path):
         b = job_script(case(testcluster_dry, f"MpibindBinding %profile={profile}", "commodity"))
         assert "srun --mpi=pmix --mpibind=on sh -c" in b and "lstopo-no-graphics --of xml > topology.xml" in b
         assert f"#SBATCH --ntasks={tasks}" in b
+    # every profile has its binding case; a freed core is kept out by the profile's MPIBIND_RESTRICT
+    free = job_script(case(testcluster_dry, "MpibindBinding %profile=freecore-first", "commodity"))
+    assert f"export MPIBIND_RESTRICT={plan(load('local'), 'freecore-first').app_cpu_list}" in free
 
 
 def test_dry_run_x86gpu_cuda_buffers_and_gpu_health(tmp_path):

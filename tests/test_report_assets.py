@@ -65,7 +65,8 @@ def _fifo(dest, secret, tmp_path):
 
 
 @pytest.mark.parametrize("place, why", [
-    (_symlink, "a symlink"), (_symlinked_dir, "p/ is a symlink"), (_hardlink, "a hard link"),
+    (_symlink, "hunt/p/timeline.png is a symbolic link"), (_symlinked_dir, "hunt/p is a symbolic link"),
+    (_hardlink, "a hard link"),
     (_other_owner, "owned by uid"), (_fifo, "not a regular file"),
 ])
 def test_a_figure_that_is_not_our_own_file_is_not_embedded(tmp_path, place, why):

@@ -1,7 +1,11 @@
-"""Hostile input to `stackproof report` (issue 28 items 2 and 5): a `<script>` in a stack name, test
-name, failure reason or a job's stderr shows as text and never runs; a run report of the wrong shape
-is refused in one line (no traceback)."""
+"""Hostile input to `stackproof report` (issue 28 items 2 and 5, issue 42): a `<script>` in a stack name,
+test name, failure reason or a job's stderr shows as text and never runs, in report.html and as
+escaped text (never raw HTML) in report.md; a run report of the wrong shape is refused in one line (no
+traceback); the job output a failed case shows is read only from a relative name below its stage
+directory, never through a link, only a regular file, only its tail (a root-only file named by an
+absolute job_stdout or linked from the stage directory used to appear in report.html)."""
 import json
+import os
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -58,6 +62,98 @@ def test_hostile_names_are_escaped_in_the_html_report(tmp_path):
     for where in ("evil&lt;script&gt;", "Bench&lt;script&gt;", "bad &lt;script&gt;", "mpirun: &lt;script&gt;",
                   "why &lt;script&gt;", "title&lt;script&gt;"):
         assert where in html, where
+
+
+def test_hostile_text_is_never_raw_html_in_report_md(tmp_path):
+    build(load_run(str(_hostile_run(tmp_path))), tmp_path / "r", f"title{PAYLOAD}")
+    md = (tmp_path / "r" / "report.md").read_text()
+    outside_fences = "".join(md.split("```")[::2])       # job output is fenced: text there is not HTML
+    assert "<img" not in outside_fences and "<script" not in outside_fences
+    assert "bad &lt;script&gt;" in md and "&lt;img src=x onerror=" in md        # the reason, escaped
+    assert "mpirun: <script>" in md.split("```text\n", 1)[1]     # the stderr, verbatim inside its fence
+    assert "](" not in "".join(outside_fences.split("](#"))     # no link but our own anchors
+
+
+def test_markdown_links_from_third_parties_are_not_links(tmp_path):
+    from stackproof.report.render import environment
+    from stackproof.report.sections import Section, Table
+    sec = Section("s", text=["see ![x](https://tracker.example/p.png)"],
+                  tables=[Table(["a"], [["[click](javascript:alert(1))"]])])
+    md = environment(False).get_template("report.md.j2").render(title="t", intro="i", sections=[sec])
+    assert "](https://tracker" not in md and "](javascript" not in md and "]\\(javascript" in md
+
+
+SECRET = "ROOT-ONLY-SECRET"
+
+
+def _failed_case(tmp_path, stagedir, job_stderr="rfm_job.err", job_stdout="rfm_job.out"):
+    tc = {"name": "Failing", "unique_name": "F", "system": "s", "partition": "p", "environ": "good",
+          "stack": "good", "result": "fail", "fail_phase": "sanity", "fail_reason": "bad",
+          "stagedir": str(stagedir), "job_stderr": job_stderr, "job_stdout": job_stdout}
+    good = [{"name": f"Bench %repeat_index={i}", "unique_name": f"B_{i}", "system": "s", "partition": "p",
+             "environ": "good", "stack": "good", "result": "pass",
+             "perfvalues": {"s:p:lat_8B": [1.0 + i / 10, 0, None, None, "us"]}, "perf_better": {"lat_*": "lower"}}
+            for i in range(3)]
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps({"session_info": {"uuid": "u"}, "runs": [{"testcases": good + [tc]}]}))
+    return p
+
+
+def _stage_attack(tmp_path, attack):
+    """A stage directory as a job (or a VM on the share) leaves it, and a root-only secret beside it."""
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    kw = {}
+    if attack == "absolute-job-stdout":
+        kw = {"job_stdout": str(secret)}
+    elif attack == "stderr-link":
+        (stage / "rfm_job.err").symlink_to(secret)
+    elif attack == "stderr-dotdot":
+        kw = {"job_stderr": "../secret"}
+    elif attack == "link-in-stage-dir":
+        (stage / "sub").symlink_to(tmp_path)
+        kw = {"job_stderr": "sub/secret"}
+    elif attack == "stage-dir-is-a-link":
+        (tmp_path / "real").mkdir()
+        (tmp_path / "real" / "rfm_job.err").symlink_to(secret)
+        stage.rmdir()
+        stage.symlink_to(tmp_path / "real")
+    elif attack == "fifo":
+        os.mkfifo(stage / "rfm_job.err")
+    return _failed_case(tmp_path, stage, **kw)
+
+
+@pytest.mark.parametrize("attack, why", [
+    ("absolute-job-stdout", "not a plain relative name"),
+    ("stderr-link", "rfm_job.err is a symbolic link"),
+    ("stderr-dotdot", "not a plain relative name"),
+    ("link-in-stage-dir", "sub is a symbolic link"),
+    ("stage-dir-is-a-link", "stage is a symbolic link"),
+    ("fifo", "not a regular file (a FIFO)"),
+])
+def test_job_output_is_read_only_below_the_stage_directory(tmp_path, attack, why):
+    run = _stage_attack(tmp_path, attack)
+    build(load_run(str(run)), tmp_path / "r", "t")
+    html = (tmp_path / "r" / "report.html").read_text()
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert SECRET not in html and SECRET not in md
+    assert "not shown: " in md and why in md, md[md.find("## Failed"):]
+
+
+def test_job_output_shows_only_its_tail(tmp_path):
+    """150 lines of 20 kB (3 MB): the stderr view keeps the last 200 lines, but only of the last MiB."""
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with open(stage / "rfm_job.err", "wb") as out:
+        out.write(b"FIRST-LINE " + b"x" * 20_000 + b"\n")
+        out.write((b"y" * 20_000 + b"\n") * 150)
+        out.write(b"LAST-LINE\n")
+    build(load_run(str(_failed_case(tmp_path, stage))), tmp_path / "r", "t")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "LAST-LINE" in md and "FIRST-LINE" not in md
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -11,6 +11,7 @@ fails with one line, or is harmless, and that nothing the attacker wrote ran or 
   function as a seam, not by timing).
 Offline: repositories and tarballs made here."""
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -21,8 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from attacker import INTERPRETERS, root_python
 from sourcetest import make_tarball, no_apt
 
+from stackproof import files
 from stackproof.stacks import fetch, sources, unpack
 from stackproof.stacks.recipes import parse_recipe
 
@@ -43,21 +46,49 @@ PINNED = {"Makefile": b"all:\n\techo pinned\n", "src/a.c": b"int a;\n"}
 OTHER = {"Makefile": b"all:\n\techo not the pinned commit\n", "src/a.c": b"int evil;\n"}
 
 
-def recipe(commit, tree_sha256=None, sha256=None):
+def recipe_body(commit, tree_sha256=None, sha256=None) -> dict:
     git_ = {"url": "https://example.org/demo.git", "tag": "v1", "commit": commit,
             **({"tree_sha256": tree_sha256} if tree_sha256 else {})}
-    body = {"version": "1.0", "spack": "demo", "licence": "MIT", "measures": "nothing",
+    return {"version": "1.0", "spack": "demo", "licence": "MIT", "measures": "nothing",
             "source": {"top": "demo-1.0", "git": git_, **({"file": "demo-1.0.tar.gz", "sha256": sha256} if sha256 else {})},
             "build": [{"run": ["make"]}], "install": {"bin/demo": "demo"}}
-    return parse_recipe("demo", body, "test")
+
+
+def recipe(commit, tree_sha256=None, sha256=None):
+    return parse_recipe("demo", recipe_body(commit, tree_sha256, sha256), "test")
+
+
+# sources.obtain in the interpreter under test (/usr/bin/python3 or the venv's): one JSON line
+OBTAIN = r"""
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from stackproof.errors import StackproofError
+from stackproof.stacks import gitsource, sources
+from stackproof.stacks.recipes import parse_recipe
+a = json.loads(sys.argv[2])
+gitsource.GIT_TIMEOUT_S = a.get("timeout", gitsource.GIT_TIMEOUT_S)
+lines = []
+try:
+    got = sources.obtain(parse_recipe("demo", a["recipe"], "test"), mirror=Path(a["mirror"]) if a["mirror"] else None,
+                         log=lines.append, runner=None, online=False)
+    print(json.dumps({"ok": str(got.archive), "log": lines}))
+except StackproofError as exc:
+    print(json.dumps({"refused": str(exc), "log": lines}))
+"""
+
+
+def obtain_in(python, stacks_root, body, mirror, **extra):
+    return root_python(python, OBTAIN, json.dumps({"recipe": body, "mirror": str(mirror) if mirror else None, **extra}),
+                       env={"STACKPROOF_STACKS_ROOT": str(stacks_root)})
 
 
 def _commits(work: Path) -> tuple[str, str]:
     """A repository with the pinned commit and a later, different one."""
     work.mkdir()
     git("init", "-q", cwd=work)
-    for files in (PINNED, OTHER):
-        for name, data in files.items():
+    for tree in (PINNED, OTHER):
+        for name, data in tree.items():
             (work / name).parent.mkdir(exist_ok=True)
             (work / name).write_bytes(data)
         git("add", ".", cwd=work)
@@ -160,12 +191,47 @@ def test_mirror_without_the_commit_is_one_line(stacks_root, tmp_path):
     assert "has no commit eeee" in str(exc.value) and "\n" not in str(exc.value)
 
 
+def _processes_naming(path: Path) -> list[str]:
+    """Live processes (not zombies) whose command line names `path`."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z" and str(path) in cmd:
+            out.append(f"{pid} {cmd.strip()}")
+    return out
+
+
+@pytest.mark.parametrize("python", INTERPRETERS, ids=["system-python", "venv"])
+@pytest.mark.parametrize("fifo", ["config", "objects/info/alternates"])
+def test_git_timeout_kills_everything_it_started(stacks_root, tmp_path, fifo, python):
+    """A mirror whose `config` or `objects/info/alternates` is a FIFO blocks git-upload-pack; the old
+    timeout killed only `git fetch` and left upload-pack running as root under PID 1. Now git runs in
+    a process group of its own and the group is killed: one line, nothing left running."""
+    mirror, pinned, _marks = _hostile_mirror(tmp_path)
+    target = mirror / "demo.git" / fifo
+    target.unlink(missing_ok=True)
+    os.mkfifo(target)
+    got = obtain_in(python, stacks_root, recipe_body(pinned, expected_digest(PINNED)), mirror, timeout=2)
+    assert "timed out after 2 s" in got.get("refused", "") and "\n" not in got["refused"], got
+    left = _processes_naming(mirror)
+    for _ in range(100):            # SIGKILL is asynchronous: wait (bounded) for the kernel to finish it
+        if not left:
+            break
+        time.sleep(0.1)
+        left = _processes_naming(mirror)
+    assert left == [], f"left running: {left}"
+    assert list((stacks_root / "sources" / "demo").iterdir()) == []
+
+
 # ---- the cache -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pinned_digest", [True, False])
-def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(stacks_root, tmp_path, pinned_digest):
+def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(stacks_root, tmp_path):
     mirror, pinned, _marks = _hostile_mirror(tmp_path)
-    r = recipe(pinned, expected_digest(PINNED) if pinned_digest else None)
+    r = recipe(pinned, expected_digest(PINNED))
     first = sources.obtain(r, mirror=mirror, log=lambda m: None, runner=no_apt)
     lines = []
     again = sources.obtain(r, mirror=None, log=lines.append, runner=no_apt, online=False)
@@ -181,6 +247,31 @@ def test_tampered_git_export_in_the_cache_is_fetched_again_or_refused(stacks_roo
     with pytest.raises(sources.SourceUnavailable) as exc:
         sources.obtain(r, mirror=None, log=lambda m: None, runner=no_apt, online=False)
     assert "\n" not in str(exc.value) and not first.archive.exists()
+
+
+@pytest.mark.parametrize("python", INTERPRETERS, ids=["system-python", "venv"])
+def test_unpinned_git_export_is_never_reused_from_the_cache(stacks_root, tmp_path, python):
+    """SW4's recipe pins only a commit: its only pin used to live in the cache it should check (any
+    tree plus a matching <tar>.origin was accepted, and `make sw4` ran its Makefile as root). Now the
+    export is made again from the commit every time; an entry in the cache, with whatever record,
+    is removed and never used."""
+    mirror, pinned, _marks = _hostile_mirror(tmp_path)
+    body = recipe_body(pinned)                          # no source.git.tree_sha256
+    first = obtain_in(python, stacks_root, body, mirror)
+    assert any("never reused from the cache" in line for line in first["log"]), first
+    archive = Path(first["ok"])
+    # the attack: another tree, and a record claiming its digest for the pinned commit
+    make_tarball(archive, OTHER, mode="w")
+    forged = unpack.archive_tree_digest(archive)
+    archive.with_name(archive.name + ".origin").write_text(
+        f'{{"origin": "mirror x", "commit": "{pinned}", "tree_sha256": "{forged}"}}\n')
+    got = obtain_in(python, stacks_root, body, None)
+    assert "no source" in got["refused"] and "\n" not in got["refused"] and not archive.exists()
+    assert any("never reused" in line and "removed" in line for line in got["log"]), got
+    # with the mirror it is exported again: the pinned commit's files, whatever the cache held
+    make_tarball(archive, OTHER, mode="w")
+    again = obtain_in(python, stacks_root, body, mirror)
+    assert _tar_files(Path(again["ok"])) == {f"demo-1.0/{k}": v for k, v in PINNED.items()}
 
 
 def test_git_export_changed_after_the_check_is_refused_as_it_is_unpacked(stacks_root, tmp_path):
@@ -231,49 +322,62 @@ def test_tampered_tarball_in_the_cache_is_fetched_again(stacks_root, tmp_path, t
 @pytest.mark.parametrize("when", ["before-the-copy", "after-the-copy"])
 def test_symlink_swapped_around_the_copy(stacks_root, tmp_path, monkeypatch, when):
     """The old code hashed the mirror file, then copied it: a symlink re-pointed in between put
-    other bytes in the cache under the pinned sha256. Now the copy is what is hashed."""
-    good, evil = tmp_path / "good.tar.gz", tmp_path / "evil.tar.gz"
+    other bytes in the cache under the pinned sha256. Now the copy is what is hashed (the swap is
+    made through the copy function as a seam, before and after it: deterministic)."""
+    mirror = tmp_path / "mirror"
+    (mirror / "files").mkdir(parents=True)
+    good, evil = mirror / "files" / "good.tar.gz", mirror / "files" / "evil.tar.gz"
     sha = make_tarball(good, PINNED)
     make_tarball(evil, OTHER)
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
     entry = mirror / "demo-1.0.tar.gz"
-    entry.symlink_to(good)
-    real_copy = sources._copy_file
+    entry.symlink_to("files/good.tar.gz")              # a link inside the mirror, as Spack's layout has
+    real_copy = files.Staging.copy_from
 
     def swap():
         entry.unlink()
-        entry.symlink_to(evil)
+        entry.symlink_to("files/evil.tar.gz")
 
-    def copy_with_swap(src, dest, *args):
+    def copy_with_swap(self, *args, **kw):
         if when == "before-the-copy":
             swap()
-        real_copy(src, dest, *args)
+        got = real_copy(self, *args, **kw)
         if when == "after-the-copy":
             swap()
-    monkeypatch.setattr(sources, "_copy_file", copy_with_swap)
-    cached = stacks_root / "sources" / "demo" / "demo-1.0.tar.gz"
+        return got
+    monkeypatch.setattr(files.Staging, "copy_from", copy_with_swap)
+    cache = stacks_root / "sources" / "demo"
+    cached = cache / "demo-1.0.tar.gz"
     if when == "before-the-copy":
         with pytest.raises(fetch.ChecksumError) as exc:
             sources.obtain(tar_recipe(sha), mirror=mirror, log=lambda m: None, runner=no_apt)
         assert f"does not match the pinned {sha}" in str(exc.value) and "\n" not in str(exc.value)
-        assert not cached.exists() and not cached.with_name(cached.name + ".part").exists()
+        assert list(cache.iterdir()) == []
     else:
         got = sources.obtain(tar_recipe(sha), mirror=mirror, log=lambda m: None, runner=no_apt)
         assert got.archive == cached and cached.read_bytes() == good.read_bytes()
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device"])
-def test_mirror_entry_that_becomes_a_fifo_or_device_is_refused_without_blocking(tmp_path, kind):
-    """Chosen as a file, then replaced: the copy opens without blocking and copies only a regular file."""
-    entry = tmp_path / "demo-1.0.tar.gz"
+@pytest.mark.parametrize("kind, why", [("fifo", "not a regular file (a FIFO)"),
+                                       ("device", "a link leads outside its directory"),
+                                       ("outside", "a link leads outside its directory"),
+                                       ("dotdot", "a link leads outside its directory")])
+def test_mirror_entry_that_is_no_file_of_the_mirror_is_refused_without_blocking(stacks_root, tmp_path, kind, why):
+    """A FIFO (opened without blocking), a link to a device, to a file outside the mirror or climbing
+    out of it: refused in one line, nothing copied, nothing left in the cache."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root-only\n")
+    secret.chmod(0o600)
+    entry = mirror / "demo-1.0.tar.gz"
     if kind == "fifo":
         os.mkfifo(entry)
     else:
-        entry.symlink_to("/dev/zero")
-    with pytest.raises(fetch.FetchError, match="not a regular file"):
-        sources._copy_file(entry, tmp_path / "copy")
-    assert not (tmp_path / "copy").exists()
+        entry.symlink_to({"device": "/dev/zero", "outside": str(secret), "dotdot": "../secret"}[kind])
+    with pytest.raises(fetch.ChecksumError) as exc:
+        sources.obtain(tar_recipe("1" * 64), mirror=mirror, log=lambda m: None, runner=no_apt)
+    assert "mirror entry refused" in str(exc.value) and why in str(exc.value) and "\n" not in str(exc.value)
+    assert list((stacks_root / "sources" / "demo").iterdir()) == []
 
 
 # ---- downloads: a server that never stops ----------------------------------------------------------------

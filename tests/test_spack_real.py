@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def spack():
-    # a persistent work dir: Spack's repo index (~2 min to build) is kept between runs
+    # a persistent work dir: Spack's repo index, slow to build (docs/performance.md), is kept between runs
     return driver.Spack(load_pins(ENVS), REPO / "build" / "spack-test", offline=True)
 
 

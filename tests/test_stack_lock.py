@@ -63,7 +63,7 @@ def test_install_runs_pip_with_require_hashes_from_the_lock(tmp_path):
     assert len(installs) == 2 and "--dry-run" in installs[0]          # resolved first, then installed
     for call in installs:
         args = call.split()
-        assert {"--require-hashes", "--no-deps", "--no-index"} <= set(args)
+        assert {"--require-hashes", "--no-deps", "--no-index", "--only-binary=:all:"} <= set(args)
         assert args[args.index("--find-links") + 1] == str(wheels)
         assert args[args.index("-r") + 1] == str(tmp_path / "stacks" / "demo.pip-lock.txt")
         assert "spkdemo==1.0" not in args                 # only what the lock names, hashes included

@@ -25,14 +25,18 @@ INTERPRETERS = [pytest.param(SYSTEM_PYTHON, id="system-python"), pytest.param(sy
 # Runs in the interpreter under test: loads unpack.py by path (only the standard library and
 # stackproof.errors), unpacks, prints one JSON line.
 DRIVER = r"""
-import importlib.util, json, sys
+import importlib.util, json, resource, sys
 src, archive, dest, kwargs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 sys.path.insert(0, src)
 spec = importlib.util.spec_from_file_location("spk_unpack", src + "/stackproof/stacks/unpack.py")
 mod = sys.modules["spk_unpack"] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
+call = mod.archive_tree_digest if kwargs.pop("digest_only", False) else lambda a, d, **kw: mod.extract(a, d, **kw)
+limit = kwargs.pop("rlimit_as", None)
+if limit:            # a memory limit on this process alone: an allocation past it is a MemoryError
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 try:
-    digest = mod.extract(archive, dest, **kwargs)
+    digest = call(archive, dest, **kwargs) if call is not mod.archive_tree_digest else call(archive)
     print(json.dumps({"ok": digest, "python": sys.version.split()[0],
                       "data_filter": hasattr(__import__("tarfile"), "data_filter")}))
 except mod.ArchiveError as exc:
@@ -174,6 +178,74 @@ def test_wrong_bytes_are_refused_as_they_are_used(tmp_path, python):
     assert "does not match the pinned " + "0" * 64 in got.get("refused", ""), got
     got = run_unpack(python, archive, tmp_path / "work" / "dest", tree_sha256="0" * 64)
     assert "tree sha256" in got.get("refused", "") and list((tmp_path / "work").iterdir()) == []
+
+
+def _header(kind: bytes, size: int, name: str = "././@PaxHeader") -> bytes:
+    """A raw tar header block declaring an extended header body of `size` bytes."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    return info.tobuf(format=tarfile.USTAR_FORMAT if kind != tarfile.GNUTYPE_LONGNAME else tarfile.GNU_FORMAT)
+
+
+def _pax_record(key: str, value: str) -> bytes:
+    body = f" {key}={value}\n"
+    n = len(body) + 1
+    n = len(str(n + len(str(n)))) + len(body)      # the length counts its own digits
+    return f"{n}{body}".encode()
+
+
+def header_bomb(path: Path, kind: str) -> None:
+    """600 MB declared by one header (tarfile read it whole before any check), or 3,000 chained pax
+    headers (tarfile recursed once per header), each followed by an ordinary member."""
+    with open(path, "wb") as out:
+        if kind == "pax-600MB":
+            out.write(_header(tarfile.XHDTYPE, 600 << 20) + bytes(4096))
+        elif kind == "gnu-longname-600MB":
+            out.write(_header(tarfile.GNUTYPE_LONGNAME, 600 << 20, "././@LongLink") + bytes(4096))
+        else:
+            record = _pax_record("comment", "x" * 20)
+            block = _header(tarfile.XHDTYPE, len(record)) + record.ljust(512, b"\0")
+            out.write(block * 3000)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            add(tar, "t/a")
+        out.write(buf.getvalue())
+
+
+@pytest.mark.parametrize("python", INTERPRETERS)
+@pytest.mark.parametrize("call", ["extract", "digest"])
+@pytest.mark.parametrize("kind, message", [
+    ("pax-600MB", f"a pax header of {600 << 20} bytes (at most 65536)"),
+    ("gnu-longname-600MB", f"a GNU long-name header of {600 << 20} bytes (at most 65536)"),
+    ("chain-3000", "more than 8 extended headers in a row"),
+])
+def test_header_bombs_are_refused_before_tarfile_reads_them_under_a_memory_limit(tmp_path, python, call, kind,
+                                                                                   message):
+    """Under a 256 MiB address-space limit (the declared body does not fit: the old code died with a
+    MemoryError traceback there, and fed the OOM killer without one): one line, nothing written."""
+    archive = tmp_path / "bomb.tar"
+    header_bomb(archive, kind)
+    got = run_unpack(python, archive, tmp_path / "work" / "dest", rlimit_as=256 << 20, digest_only=call == "digest")
+    assert "refused" in got and message in got["refused"] and "\n" not in got["refused"], got
+    assert got["refused"].startswith(str(archive))
+    assert not (tmp_path / "work").exists() or list((tmp_path / "work").iterdir()) == []
+
+
+def test_recursion_and_memory_errors_are_one_line():
+    from stackproof.stacks import unpack
+    for exc, words in ((RecursionError(), "nested too deeply"), (MemoryError(), "more memory than")):
+        err = unpack._unreadable("a.tar", exc, "read")
+        assert isinstance(err, unpack.UnsafeArchive) and words in str(err) and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("python", INTERPRETERS)
+def test_an_archive_swapped_for_a_fifo_does_not_hang_the_tree_digest_path(tmp_path, python):
+    """extract with only a tree digest (a git export) used to open the archive by name: a FIFO
+    swapped in after the cache check blocked it forever. Now it is opened without blocking."""
+    archive = tmp_path / "export.tar"
+    os.mkfifo(archive)
+    got = run_unpack(python, archive, tmp_path / "work" / "dest", tree_sha256="0" * 64)
+    assert "not a regular file (a FIFO)" in got.get("refused", ""), got
 
 
 def test_a_good_tree_unpacks_the_same_on_both_interpreters(tmp_path):

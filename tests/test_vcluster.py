@@ -268,6 +268,14 @@ def test_qemu_gets_shared_memory_and_one_vhost_user_fs_per_share(planned, tmp_pa
     d = share.virtiofsd_command(tmp_path, "n01", items[0])
     assert d[0] == str(share.VIRTIOFSD) and f"--socket-path={tmp_path}/n01.spk-share.socket" in d
     assert f"source={tmp_path / 's'}" in d and "sandbox=chroot" in d
+    assert "modcaps=-mknod:-setfcap" in d, "no device node or file capability made on the head's filesystem"
+    ro = share.virtiofsd_command(tmp_path, "n01", items[1])      # read-only on the head, not just in the guest
+    assert ro[:6] == ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    assert ro[6].startswith(f"mount --bind {tmp_path}/t {tmp_path}/t && mount -o remount,bind,ro {tmp_path}/t && "
+                            f"exec {share.VIRTIOFSD} ")
+    script = share.mount_script(items, "6.1.0")
+    assert f"mount -t virtiofs -o rw,nosuid,nodev spk-share '{tmp_path}/s'" in script
+    assert f"mount -t virtiofs -o ro spk-stacks '{tmp_path}/t'" in script
     plain = boot.qemu_command(boot.NodeBoot(planned[2][0], "tap0", tmp_path / "c", tmp_path / "p"))
     assert "-chardev" not in plain and "memory-backend=mem" not in plain
 
@@ -305,7 +313,7 @@ def test_share_overlay_mounts_each_share_at_its_path_before_slurmd(tmp_path):
     script = script.decode()
     assert stat.S_IMODE(e.mode) == 0o755
     assert script.index("fuse/fuse.ko") < script.index("fuse/virtiofs.ko") < script.index("mount ")
-    assert f"mount -t virtiofs -o rw spk-share '{tmp_path}/vc/share'" in script
+    assert f"mount -t virtiofs -o rw,nosuid,nodev spk-share '{tmp_path}/vc/share'" in script
     assert f"mount -t virtiofs -o ro spk-stacks '{tmp_path}/stacks'" in script
     assert "vcluster: share spk-share failed" in script and "exit 1" in script
 
@@ -358,7 +366,9 @@ def test_reframe_vcluster_system_uses_the_share_the_head_profile_and_the_nodes_s
     import os as _os
     assert _os.environ["SLURM_CONF"] == str(tmp_path / "run/etc/slurm.conf"), "the head's copy for sbatch/squeue"
     sysconf = conf["systems"][0]
-    assert sysconf["name"] == "vcluster" and sysconf["prefix"] == str(tmp_path / "share" / "reframe")
+    # the nodes write stage directories on the share; outputs, perflogs and reports stay on the head (issue 42)
+    assert sysconf["name"] == "vcluster" and sysconf["prefix"] == str(tmp_path / "reframe")
+    assert sysconf["stagedir"] == str(tmp_path / "share" / "reframe" / "stage")
     part = sysconf["partitions"][0]
     assert (part["scheduler"], part["launcher"]) == ("squeue", "srun")
     assert part["environs"] == ["builtin", "default", "commodity"], "ReFrame's conventions, then the stack"

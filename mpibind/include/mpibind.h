@@ -53,10 +53,15 @@ const char *mpibind_errmsg(const mpibind_t *handle);
  * every type KEEP_STRUCTURE, PCI and OS devices KEEP_IMPORTANT. Call after
  * hwloc_topology_init() (and hwloc_topology_set_xml() if wanted).
  * mpibind_open_topology(): init + optional XML + load; xml_path NULL = this machine.
+ * mpibind_open_topology_flags(): the same with hwloc topology flags added, e.g.
+ * HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED for the whole node whatever cpuset the caller
+ * runs in (the Slurm plugin: Slurm numbers a step's cores over the whole node).
  * Writes an explanation to err (may be NULL) on failure. */
 int mpibind_load_topology(hwloc_topology_t topo);
 int mpibind_open_topology(hwloc_topology_t *topo, const char *xml_path,
                           char *err, size_t errlen);
+int mpibind_open_topology_flags(hwloc_topology_t *topo, const char *xml_path,
+                                unsigned long flags, char *err, size_t errlen);
 void mpibind_close_topology(hwloc_topology_t topo);
 
 /* ---- inputs (before mpibind()) ---- */

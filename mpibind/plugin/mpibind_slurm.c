@@ -140,14 +140,22 @@ static int fail(const char *msg, const char *detail)
 }
 
 /* Load the topology: MPIBIND_TOPOFILE (exclusive steps only, and it must describe this
- * node) or live discovery; then keep to the step's allocated cores. */
+ * node) or live discovery; then keep to the step's allocated cores.
+ *
+ * Slurm numbers a step's cores over the whole node (slurmd loads hwloc with WHOLE_SYSTEM:
+ * core i is the i-th core in socket order, cores outside slurmd's own cpuset included).
+ * hwloc in slurmstepd, by default, hides the CPUs outside the cgroup it runs in and
+ * renumbers the rest, so the topology is loaded whole (INCLUDE_DISALLOWED) and a
+ * non-exclusive step is cut to exactly its cores: the CPUs core specialization keeps
+ * for the system (CpuSpecList) are never mapped, whatever cpuset slurmstepd is in. */
 static int load_topology(spank_t sp, int exclusive, const char *alloc_cores)
 {
   char xml[1024], err[512];
   const char *path = NULL;
   if (exclusive && getenv_job(sp, "MPIBIND_TOPOFILE", xml, sizeof(xml)))
     path = xml;
-  if (mpibind_open_topology(&topo, path, err, sizeof(err)) != 0)
+  if (mpibind_open_topology_flags(&topo, path, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED, err,
+                                  sizeof(err)) != 0)
     return fail("cannot load the topology", err);
   if (path) {
     long online = sysconf(_SC_NPROCESSORS_CONF);
@@ -157,18 +165,15 @@ static int load_topology(spank_t sp, int exclusive, const char *alloc_cores)
       return fail("MPIBIND_TOPOFILE does not match this node", err);
     }
   }
-  /* hwloc already hides CPUs outside our cgroup; when it still sees more cores than
-   * the step has, keep to the step's cores (core specialization, shared nodes). */
-  int ncores_alloc = mpibind_range_nints(alloc_cores);
-  int ncores_seen = hwloc_get_nbobjs_by_depth(topo, mpibind_get_core_depth(topo));
-  if (ncores_alloc > 0 && ncores_seen > ncores_alloc) {
+  if (!exclusive) {
     hwloc_bitmap_t pus = hwloc_bitmap_alloc();
     int rc = mpibind_cores_to_pus(topo, alloc_cores, pus);
     if (rc == 0)
       rc = hwloc_topology_restrict(topo, pus, HWLOC_RESTRICT_FLAG_REMOVE_CPULESS);
     hwloc_bitmap_free(pus);
     if (rc != 0)
-      return fail("cannot keep to the step's allocated cores", alloc_cores);
+      return fail("cannot keep to the step's allocated cores (not cores of this node?)",
+                  alloc_cores);
   }
   return 0;
 }
@@ -246,9 +251,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     return fail("mapping failed", err);
   }
   active = 1;
-  if (opts.debug)
-    fprintf(stderr, "mpibind: node %u ntasks %u exclusive %d alloc_cores %s\n", nodeid, ntasks,
-            exclusive, alloc_cores);
+  if (opts.debug) {
+    char cpus[256];
+    hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), hwloc_topology_get_topology_cpuset(topo));
+    fprintf(stderr, "mpibind: node %u ntasks %u exclusive %d alloc_cores %s cpus %s\n", nodeid,
+            ntasks, exclusive, alloc_cores, cpus);
+  }
   if (opts.verbose > 1 || (opts.verbose == 1 && nodeid == 0)) {
     int len = mpibind_mapping_snprint(NULL, 0, mph);
     char *text = malloc((size_t)len + 1);

@@ -12,8 +12,9 @@ int mpibind_load_topology(hwloc_topology_t topo)
 {
   if (topo == NULL)
     return -1;
-  /* Bindings must reach the OS even when the topology comes from XML. */
-  hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+  /* Bindings must reach the OS even when the topology comes from XML; flags the
+   * caller set before (INCLUDE_DISALLOWED: mpibind_open_topology_flags) are kept. */
+  hwloc_topology_set_flags(topo, hwloc_topology_get_flags(topo) | HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
   /* Structure only (this may merge Core into PU when SMT is off: we always
    * look for "Core or below"), plus PCI and OS devices to locate GPUs. */
   if (hwloc_topology_set_all_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_STRUCTURE) < 0 ||
@@ -27,6 +28,12 @@ int mpibind_load_topology(hwloc_topology_t topo)
 
 int mpibind_open_topology(hwloc_topology_t *out, const char *xml_path,
                           char *err, size_t errlen)
+{
+  return mpibind_open_topology_flags(out, xml_path, 0, err, errlen);
+}
+
+int mpibind_open_topology_flags(hwloc_topology_t *out, const char *xml_path,
+                                unsigned long flags, char *err, size_t errlen)
 {
   hwloc_topology_t topo;
   char dummy[1];
@@ -42,6 +49,11 @@ int mpibind_open_topology(hwloc_topology_t *out, const char *xml_path,
   }
   if (hwloc_topology_init(&topo) < 0) {
     snprintf(err, errlen, "hwloc_topology_init failed");
+    return -1;
+  }
+  if (flags && hwloc_topology_set_flags(topo, flags) < 0) {
+    snprintf(err, errlen, "hwloc refused topology flags 0x%lx", flags);
+    hwloc_topology_destroy(topo);
     return -1;
   }
   if (xml_path != NULL && hwloc_topology_set_xml(topo, xml_path) < 0) {

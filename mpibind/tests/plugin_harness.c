@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <hwloc.h>
 #include <slurm/spank.h>
 
 static int failures;
@@ -149,6 +150,39 @@ int main(int argc, char **argv)
         "the task is bound to its share of the CPUs");
   sched_setaffinity(0, sizeof(before), &before);
   fini(NULL, 0, NULL);
+
+  /* A step given only the node's last core (CpuSpecList keeps the others for the
+   * system): its one task runs on exactly that core's CPUs. */
+  hwloc_topology_t whole;
+  hwloc_topology_init(&whole);
+  hwloc_topology_set_flags(whole, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  hwloc_topology_load(whole);
+  int ncores = hwloc_get_nbobjs_by_type(whole, HWLOC_OBJ_CORE);
+  if (ncores > 1) {
+    hwloc_obj_t last = hwloc_get_obj_by_type(whole, HWLOC_OBJ_CORE, (unsigned)ncores - 1);
+    hwloc_bitmap_t got = hwloc_bitmap_alloc();
+    snprintf(item_cores, sizeof(item_cores), "%d", ncores - 1);
+    item_ntasks = 1;
+    item_taskid = 0;
+    registered.cb(registered.val, "on", 1);
+    CHECK(user_init(NULL, 0, NULL) == 0 && task_init(NULL, 0, NULL) == 0,
+          "a step with one core of the node is mapped");
+    hwloc_get_cpubind(whole, got, HWLOC_CPUBIND_THREAD);
+    CHECK(hwloc_bitmap_isequal(got, last->cpuset),
+          "a non-exclusive step is kept to its allocated core (core specialization)");
+    sched_setaffinity(0, sizeof(before), &before);
+    fini(NULL, 0, NULL);
+    snprintf(item_cores, sizeof(item_cores), "%d", ncores + 7);
+    CHECK(user_init(NULL, 0, NULL) != 0 && strstr(last_error, "allocated cores"),
+          "allocated cores this node does not have fail the step");
+    fini(NULL, 0, NULL);
+    hwloc_bitmap_free(got);
+    snprintf(item_cores, sizeof(item_cores), "0-1023");
+    item_ntasks = 2;
+  } else {
+    printf("skip a non-exclusive step: this machine has one core\n");
+  }
+  hwloc_topology_destroy(whole);
 
   registered.cb(registered.val, "off", 1);
   setenv_calls = 0;

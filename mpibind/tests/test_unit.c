@@ -231,6 +231,16 @@ static void test_options(void)
   CHECK(mpibind_cores_to_pus(t, "99", pus) != 0, "core 99 accepted");
   hwloc_bitmap_free(pus);
   hwloc_topology_destroy(t);
+
+  /* Flags added by the caller survive mpibind_load_topology (the plugin's whole node). */
+  CHECK(mpibind_open_topology_flags(&t, NULL, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED, err,
+                                    sizeof(err)) == 0, "open_topology_flags: %s", err);
+  if (t) {
+    unsigned long f = hwloc_topology_get_flags(t);
+    CHECK((f & HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) && (f & HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM),
+          "open_topology_flags keeps INCLUDE_DISALLOWED and adds IS_THISSYSTEM (flags 0x%lx)", f);
+    mpibind_close_topology(t);
+  }
 }
 
 /* Real XMLs: GPU ids and variables, overlapping HBM NUMA nodes, DRM devices. */

@@ -1,4 +1,11 @@
-"""Slurm hostlists: expand "n[1-3,5]" and compress back (one bracket level, as Slurm writes them)."""
+"""Slurm hostlists: expand "n[1-3,5]" and compress back (one bracket level, as Slurm writes them).
+
+Ours, not ClusterShell's NodeSet (ReFrame 4.10's nodelist_expand/nodelist_abbrev wrap it): hostlists
+come from site files and are treated as hostile, and NodeSet builds every name into a Python set
+before its size can be checked (a typo such as n[0-99999999999999] exhausts memory), by default
+resolves `@group` through /etc/clustershell/groups.conf, whose upcalls it runs in a shell, and sorts
+and de-duplicates, where Slurm keeps a hostlist's order (node addresses count up in it) and a
+duplicate is an error here. Bounding, ordering and refusing those needs the parse below anyway."""
 import re
 
 from stackproof.errors import InputError

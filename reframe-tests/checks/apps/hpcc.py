@@ -13,13 +13,13 @@ directory of each launch (P x Q: the most square grid of the ranks). Output: hpc
 launch's directory, parsed by stackproof.benchparse.parse_hpcc. Binary: the stack's `hpcc` benchmark
 (skipped, saying how to build it, when the stack has none). Launched in blocks (StackCheck).
 """
-import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 from reframe.core.exceptions import SanityError
 
+from stackproof import files
 from stackproof.benchparse import HPCC_METRICS
 from stackproof.reframe.check import StackCheck, blocks
 from stackproof.reframe.layout import dims_create
@@ -71,9 +71,11 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
 
     def prepare_launch_dir(self, path):
         p, q = process_grid(self.num_tasks)
-        with open(os.path.join(path, 'hpccinf.txt'), 'w') as fh:
-            fh.write(hpcc_input(self.hpl_n[self.size], self.block, p, q, "written by stackproof's hpcc check",
-                                self.hpl_repeat))
+        # the stage directory may be on a share the nodes write: a new file renamed into place (files)
+        with files.Staging(path) as stage:
+            stage.write('hpccinf.txt', hpcc_input(self.hpl_n[self.size], self.block, p, q,
+                                                  "written by stackproof's hpcc check", self.hpl_repeat).encode())
+            stage.commit('hpccinf.txt', mode=0o644)
 
     def figures(self):
         units = {name: unit for name, unit, _factor in HPCC_METRICS.values()}

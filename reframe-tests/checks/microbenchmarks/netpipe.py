@@ -9,6 +9,7 @@ import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
+from stackproof import files
 from stackproof.reframe.check import StackCheck, blocks
 from stackproof.stacks.netpipe import NetpipeError, curve, metrics, parse
 
@@ -42,10 +43,9 @@ class NetPIPE(StackCheck, rfm.RunOnlyRegressionTest):
         cache = self.__dict__.setdefault('_np_points', {})
         if launch.dir not in cache:
             path = launch.path('np.out')
-            try:
-                with open(path, errors='replace') as fh:
-                    cache[launch.dir] = parse(fh.read())
-            except (OSError, NetpipeError) as exc:
+            try:        # the job wrote it: read through stackproof.files (Launch.read)
+                cache[launch.dir] = parse(launch.read('np.out'))
+            except (OSError, files.UnsafePath, NetpipeError) as exc:
                 raise SanityError(f'{path}: expected NetPIPE data lines (bytes Mbps seconds): {exc}; '
                                   f'job output: {launch.path()}') from None
         return cache[launch.dir]
@@ -71,9 +71,10 @@ class NetPIPE(StackCheck, rfm.RunOnlyRegressionTest):
                 points = self.points(launch)
             except SanityError:
                 continue
-            with open(launch.path('netpipe-curve.csv'), 'w') as fh:
-                fh.write('bytes,usec,MBps\n')
-                fh.writelines(f'{b},{us:.4f},{mbs:.3f}\n' for b, us, mbs in curve(points))
+            text = 'bytes,usec,MBps\n' + ''.join(f'{b},{us:.4f},{mbs:.3f}\n' for b, us, mbs in curve(points))
+            with files.Staging(launch.dir) as stage:      # a new file renamed into place (the job's directory)
+                stage.write('netpipe-curve.csv', text.encode())
+                stage.commit('netpipe-curve.csv', mode=0o644)
 
     def measure(self, launch):
         return metrics(self.points(launch))

@@ -3,7 +3,11 @@
 Tasks are launched with `srun --mpibind=on` (the mpibind SPANK plugin) and print their
 Cpus_allowed_list and GPU list; the prediction is `mpibind --json --topology XML --ntasks N`
 (the CLI: $STACKPROOF_MPIBIND, else build/mpibind/bin/mpibind, else PATH) on the node type's
-hwloc XML (partition extras `topology_xml`) or, without one, the node's own `lstopo` output.
+hwloc XML (partition extras `topology_xml`) or, without one, the node's own `lstopo` output,
+restricted to the profile's application CPUs. Under every profile (core specialization is part of
+the binding): no task on a reserved (CpuSpecList) or freed core, every application core used. The
+plugin keeps to the step's cores by itself; a freed core (freecore profiles: no system change) is
+kept out by the profile's MPIBIND_RESTRICT in the job's environment, as an application would.
 """
 import json
 import os
@@ -18,6 +22,7 @@ from reframe.core.exceptions import SanityError
 from stackproof.cpulist import format_list, parse_list
 from stackproof.paths import REPO
 from stackproof.reframe.check import StackCheck
+from stackproof.reframe.profile import app_core_cpus, known_profiles
 from stackproof.reframe.stack import system_checks_stack
 
 TASK_LINE = r'^binding task=(\d+) local=(\d+) host=(\S+) cpus=(\S+) gpus=(\S*)$'
@@ -35,8 +40,8 @@ def mpibind_cli():
 class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
     #: tasks per node (0: one per application core of the profile)
     tasks_per_node = variable(int, value=0)
-    #: core specialization must hold under the plugin: under corespec no task may get a system CPU
-    profile = parameter(['baseline', 'corespec'], loggable=True)
+    #: every profile (a noise hunt's proposal too, while the test cluster runs it)
+    profile = parameter(known_profiles(), loggable=True)
     valid_systems = ['+mpibind']
     valid_prog_environs = ['*']
     executable = 'sh'
@@ -58,6 +63,9 @@ class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
         self.num_tasks = self.num_tasks_per_node
         self.gpu_var = extras.get('gpu_visible_devices_var') or 'CUDA_VISIBLE_DEVICES'
         self.job.launcher.options = ['--mpibind=on']
+        self.env_vars.update({k: self.profile_env[k] for k in ('MPIBIND_RESTRICT', 'MPIBIND_RESTRICT_TYPE')
+                              if self.profile_env.get(k)})
+        self.app_cores = app_core_cpus(self.profile_env)
         self.executable_opts = [
             "-c", f"'echo binding task=$SLURM_PROCID local=$SLURM_LOCALID host=$(hostname) "
                   f"cpus=$(awk \"/^Cpus_allowed_list:/ {{print \\$2}}\" /proc/self/status) gpus=${{{self.gpu_var}:-}}'"]
@@ -109,10 +117,30 @@ class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
                                   f'({self.gpu_var}), mpibind predicts {pred_gpus}')
         return True
 
+    @sn.deferrable
+    def on_application_cores(self, tasks):
+        """No task on a CPU outside the profile's application cores, every application core used by a
+        task on each node."""
+        app = set().union(*self.app_cores)
+        used = {}
+        for rank, local, host, cpus, gpus in tasks:
+            outside = parse_list(cpus) - app
+            if outside:
+                raise SanityError(f'{self.stage_file()}: task {rank} on {host} runs on CPUs {format_list(outside)}, '
+                                  f'outside the application CPUs {format_list(app)} of profile {self.profile}')
+            used.setdefault(host, set()).update(parse_list(cpus))
+        for host, cpus in used.items():
+            idle = [format_list(core) for core in self.app_cores if not core & cpus]
+            if idle:
+                raise SanityError(f'{self.stage_file()}: no task on {host} uses application core(s) '
+                                  f'{"; ".join(idle)} of profile {self.profile}')
+        return True
+
     def verify(self, launch):
         tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
         return sn.all([
             sn.assert_eq(sn.count(tasks), self.num_tasks,
                          msg=f'{self.stage_file()}: expected {self.num_tasks} "binding task=" lines, got {{0}}'),
+            self.on_application_cores(tasks),
             self.matches_prediction(tasks),
         ])

@@ -7,9 +7,11 @@ Select it explicitly (`--system vcluster`); it never matches by hostname. ReFram
 head's namespace so that Slurm clients reach slurmctld, which `stackproof vcluster exec` does:
   stackproof vcluster exec -- reframe -C reframe-tests/config/site.py --system vcluster \
       --distribute=all -n MPIHello -n 'FWQNoise.*signature=none' -r
-- Stage and output directories are under <vcluster root>/share/reframe, which every node mounts at
-  the same path (virtiofs, src/stackproof/provision/vcluster/share.py); the stacks root is mounted read-only,
-  so jobs run the stack binaries `stackproof stack build` made on the head.
+- Stage directories are under <vcluster root>/share/reframe/stage, which every node mounts at the same
+  path (virtiofs, src/stackproof/provision/vcluster/share.py), the one place the nodes write; output
+  directories, perflogs and reports under <vcluster root>/reframe, on the head alone (what root reads
+  afterwards is not on a share a node writes); the stacks root is mounted read-only, so jobs run the
+  stack binaries `stackproof stack build` made on the head.
 - Stack: `commodity` only (Debian's Open MPI, the MPI of the image).
 - Profile: the nodes' image fixes it (feature `corespec`); the head writes the profile.env the nodes
   run to <root>/run/etc/stackproof/profile.env (stackproof_root), so checks place ranks on the
@@ -33,7 +35,7 @@ if os.path.isfile(os.path.join(ROOT, 'run/etc/slurm.conf')):
 
 site_configuration = system(
     'vcluster', descr='virtual cluster (stackproof vcluster up): QEMU nodes booted from our image',
-    hostnames=['^stackproof-vcluster-never-matches$'], prefix=os.path.join(ROOT, 'share', 'reframe'),
+    hostnames=['^stackproof-vcluster-never-matches$'], prefix=os.path.join(ROOT, 'reframe'),
     partitions=[
         partition(load(NODETYPE), 'cpu', descr='virtual nodes (TCG, 2 vCPUs, 1.5 GB)', access=['--partition=cpu'],
                   scheduler='squeue', launcher='srun', max_jobs=1, nodes=NODES, time_limit='10m',
@@ -42,5 +44,6 @@ site_configuration = system(
                   features=['remote', 'slurm', 'emulated', 'vcluster', 'corespec'],
                   env_vars=[('SLURM_MPI_TYPE', 'pmix'), ('SLURM_CONF', '/etc/slurm/slurm.conf')]),
     ])
+site_configuration['systems'][0]['stagedir'] = os.path.join(ROOT, 'share', 'reframe', 'stage')
 # squeue answers at once here: poll at least once a second (ReFrame's default decays to every 10 s)
 site_configuration['general'] = [{'poll_rate_min': 1.0, 'target_systems': ['vcluster']}]

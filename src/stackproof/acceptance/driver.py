@@ -9,13 +9,17 @@ profiles; print and write a summary, tear the cluster down.
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
 application core, each rank's CPU checked) and the node checks of that profile (core
-specialization where it reserves cores; binding under baseline with the mpibind plugin), one ReFrame
-session each where one applies, with the baseline stack; an MPI smoke across 3 namespaced nodes; then the stack comparison in looks (suite.py): blocks of launches,
-one job each (A,B,B,A / B,A,A,B), until every metric's call is known or, with --until-decided, every
-headline metric's (docs/performance.md), benchmarks sized by time (--target-s per launch). Then the noise hunt, Table IV (tableiv.py: every profile, the hunt's
-proposal too, with and without a noise daemon and with an in-job injector, in interleaved rounds;
-FWQ per profile is measured there, not in the node-check sessions), the noise projection and
-`stackproof report`. Each step prints `[i/n] step ... ok (s)`, the ReFrame sessions a live line.
+specialization where it reserves cores; mpibind binding under every profile: the per-profile clusters
+load the mpibind SPANK plugin), one ReFrame session each, with the baseline stack; an MPI smoke across
+3 namespaced nodes; then the stack comparison in looks (suite.py): blocks of launches, one job each
+(A,B,B,A / B,A,A,B), until every metric's call is known or, with --until-decided, every headline
+metric's (docs/performance.md), benchmarks sized by time (--target-s per launch). Then the noise hunt,
+the node checks under the hunt's proposed profile, Table IV (tableiv.py: every profile, the hunt's
+proposal too, with and without a noise daemon and with an in-job injector, in interleaved rounds; FWQ
+per profile is measured there, not in the node-check sessions), the noise projection and the report.
+The noise hunt, the projection and the report are the functions behind `stackproof noise hunt`,
+`noise project` and `report build`, called in this process. Each step prints `[i/n] step ... ok (s)`,
+the ReFrame sessions a live line.
 SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,
 one line, exit 128 + signal (130 for SIGINT). Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
 summary.md, report.html, report.md, reframe-report.json (merged sessions), reframe.log.
@@ -26,6 +30,7 @@ suite.py's, through stackproof.reframe.session (the one way to run ReFrame).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -43,10 +48,15 @@ from stackproof.cluster import Cluster, Settings, find_built_mpibind_plugin
 from stackproof.cpulist import parse_list
 from stackproof.errors import InputError, StackproofError
 from stackproof.nodes.nodetype import from_host
+from stackproof.noise.hunt.hunt import check_cpus, hunt
+from stackproof.noise.hunt.tracefs import ensure_tracefs
+from stackproof.noise.scale.cli import project, write_outputs as write_projection
 from stackproof.paths import REPO
 from stackproof.nodes.profiles import plan, profile_names, read_profile_env
 from stackproof.reframe import session
 from stackproof.reframe_output import merge_reports
+from stackproof.report.build import build as build_report
+from stackproof.report.rows import load_run
 from stackproof.stacks import StackError, load_stack, stack_names
 from stackproof.acceptance import suite, tableiv
 from stackproof.acceptance.provenance import stack_provenance
@@ -296,6 +306,11 @@ def main(argv=None) -> int:
 
 def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) -> list[tuple[str, Callable[[], str]]]:
     steps: list[tuple[str, Callable[[], str]]] = []
+    try:
+        plugin = find_built_mpibind_plugin()
+        state["no_mpibind"] = "" if plugin else "the mpibind SPANK plugin is not built (make mpibind-build)"
+    except StackproofError as exc:
+        plugin, state["no_mpibind"] = None, str(exc)
     for prof in profile_names():
         try:
             plan(nt, prof)
@@ -303,25 +318,27 @@ def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) 
             steps.append((f"{prof}: skipped", lambda exc=exc: f"not applicable here: {exc}"))
             continue
         state["profiles"].append(prof)
-        steps.append((f"{prof}: cluster up", lambda p=prof: _up_in(cluster, p)))
+        steps.append((f"{prof}: cluster up", lambda p=prof: _up_in(cluster, p, plugin)))
         steps.append((f"{prof}: MPI smoke", lambda p=prof: mpi_smoke(cluster, hello, p)))
         steps.append((f"{prof}: node checks ({args.baseline})", lambda p=prof: _node_checks(cluster, out, args, nt, p, state)))
     steps.append(("3 nodes: cluster up", lambda: _up(cluster, Settings(profile="baseline", nodes=3))))
     steps.append(("3 nodes: MPI smoke", lambda: multinode_smoke(cluster, hello)))
-    plugin = find_built_mpibind_plugin()
     steps.append(("test cluster for the stacks (1 node, 2 fake GPUs, mpibind)",
                   lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
     steps.append(("launch costs (empty job, identity probe)", lambda: _costs(cluster, args, state)))
     steps.append((f"stack comparison ({' vs '.join(args.stack)}, looks after "
                   f"{', '.join(map(str, args.design.looks))}{' and more' if args.design.open else ''} launches per "
                   f"stack)", lambda: _compare(cluster, out, args, state)))
-    steps.append(("results merged (reframe-report.json)", lambda: _merge(out, args, nt, state)))
     for prof in ("baseline", "corespec"):
         steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
                       lambda p=prof: _hunt(cluster, out, p)))
+    proposal = out / "hunt" / "baseline" / "proposal" / "profiles.yaml"
+    steps.append(("the hunt's proposal: cluster up and node checks",
+                  lambda: _proposal_checks(cluster, out, args, nt, proposal, plugin, state)))
+    # after the last ReFrame session: the report holds every node check, the proposal's too
+    steps.append(("results merged (reframe-report.json)", lambda: _merge(out, args, nt, state)))
     steps.append((f"Table IV: the profiles against a noise daemon ({args.table_iv_rounds} interleaved rounds)",
-                  lambda: tableiv.acceptance_step(cluster, out, args.table_iv_rounds,
-                                                  out / "hunt" / "baseline" / "proposal" / "profiles.yaml")))
+                  lambda: tableiv.acceptance_step(cluster, out, args.table_iv_rounds, proposal)))
     steps.append(("noise at scale (projection of the FWQ traces)", lambda: _project(out, args.baseline)))
     steps.append(("report", lambda: _report(out, args.baseline)))
     return steps
@@ -336,18 +353,39 @@ def _rfm_env(cluster: Cluster) -> dict:
     return env
 
 
-def _node_checks(cluster: Cluster, out: Path, args, nt, profile: str, state: dict) -> str:
+def _node_checks(cluster: Cluster, out: Path, args, nt, profile: str, state: dict, profile_file=None) -> str:
+    """The node checks of `profile` (the cluster runs it now) in one ReFrame session: core
+    specialization where the profile reserves cores, the mpibind binding under every profile. Fails
+    when the binding could not be measured (the plugin is not loaded): nothing unmeasured passes."""
     st = cluster.load_state()
-    names = suite.node_check_names(profile, plan(nt, profile).reserve,
-                                   bool(st and st.settings.get("mpibind_plugin")))
-    if not names:
-        return (f"none applies under {profile} (core specialization: profiles that reserve cores; binding: "
-                f"the mpibind plugin; FWQ: the Table IV step)")
-    doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, names, [])
-    state["node_docs"].append(doc)
-    if not doc.get("runs") or suite.failures([doc]):
-        raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
+    loaded = bool(st and st.settings.get("mpibind_plugin"))
+    names = suite.node_check_names(profile, plan(nt, profile, profile_file=profile_file).reserve, loaded)
+    summary = ""
+    if names:
+        doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, names,
+                                         [])
+        state["node_docs"].append(doc)
+        if not doc.get("runs") or suite.failures([doc]):
+            raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
+    if not loaded:
+        raise StackproofError(f"binding under {profile} not measured: "
+                              f"{state.get('no_mpibind') or 'the test cluster runs without the mpibind plugin'}"
+                              + (f" (other node checks: {summary})" if summary else ""))
     return summary
+
+
+def _proposal_checks(cluster: Cluster, out: Path, args, nt, proposal: Path, plugin, state: dict) -> str:
+    """The node checks under the profile the noise hunt proposed (its proposal/profiles.yaml), on the
+    cluster brought up in it; "not measured" with the reason where the hunt proposed none."""
+    if not proposal.is_file():
+        return f"not measured: the noise hunt under baseline wrote no proposal ({proposal})"
+    names = [n for n in profile_names(proposal) if n not in profile_names()]
+    if len(names) != 1:
+        raise StackproofError(f"{proposal}: expected one proposed profile, found {', '.join(names) or 'none'}")
+    plan(nt, names[0], profile_file=proposal)
+    up = _described(session.cluster_up(names[0], base=Settings(mpibind_plugin=plugin, profile_file=str(proposal)),
+                                       cluster=cluster))
+    return f"{names[0]} ({up}): " + _node_checks(cluster, out, args, nt, names[0], state, profile_file=proposal)
 
 
 def _costs(cluster: Cluster, args, state: dict) -> str:
@@ -389,53 +427,60 @@ def _merge(out: Path, args, nt, state: dict) -> str:
 
 
 def _hunt(cluster: Cluster, out: Path, profile: str) -> str:
-    """`stackproof noise hunt` on the node while the test cluster runs `profile` (its daemons bound as
-    the profile says), kept in out/hunt/<profile>/ for the report's "who stole the time" section. A
-    host without tracefs or root gets "not measured" with the reason, not a pass."""
+    """The noise hunt (`stackproof noise hunt`'s function) on the node while the test cluster runs
+    `profile` (its daemons bound as the profile says), kept in out/hunt/<profile>/ (its progress in
+    hunt.log) for the report's "who stole the time" section. A host without tracefs or root gets
+    "not measured" with the reason, not a pass."""
     _up_in(cluster, profile)
+    try:
+        ensure_tracefs()
+    except StackproofError as exc:
+        return f"not measured: {exc}"
     target = out / "hunt" / profile
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "hunt", "--duration", "5",
-                           "--threshold", "60", "-o", str(target)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        reason = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        if "tracefs" in reason or "root" in reason:
-            return f"not measured: {reason}"
-        raise StackproofError(f"stackproof noise hunt failed: {reason}")
+    with _stderr_to(target / "hunt.log"):
+        hunt(check_cpus(None), 5.0, 60.0, 8192, target)
     return f"{target / 'hunt.md'}"
 
 
+@contextlib.contextmanager
+def _stderr_to(path: Path):
+    """What a step's function prints on stderr goes to `path`, not between the driver's step lines."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh, contextlib.redirect_stderr(fh):
+        yield
+
+
 def _project(out: Path, stack: str) -> str:
-    """`stackproof noise project` on this run's FWQ traces (every profile measured without an
-    injected signature), written to out/project/ for the report's "Noise at scale" section. A small
-    sweep: 1 to 16,384 nodes, binomial and linear allreduce, 300 iterations."""
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "noise", "project", "--run", str(out),
-                           "--stack", stack, "--nodes", "1,64,1024,16384", "--iterations", "300",
-                           "--collective", "allreduce:binomial,linear", "-o", str(out / "project")],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackproofError(f"stackproof noise project failed: {proc.stderr.strip()[-1000:]}")
+    """The noise projection (`stackproof noise project`'s function) of this run's FWQ traces (every
+    profile measured without an injected signature), written to out/project/ for the report's "Noise
+    at scale" section. A small sweep: 1 to 16,384 nodes, binomial and linear allreduce, 300 iterations."""
+    with _stderr_to(out / "project" / "project.log"):
+        doc = project(run=str(out), stack=stack, nodes=[1, 64, 1024, 16384], iterations=300,
+                      collectives=["binomial", "linear"])
+        write_projection(doc, out / "project")
     return f"{out / 'project' / 'project.md'}"
 
 
 def _report(out: Path, baseline: str) -> str:
+    """The report (`stackproof report build`'s function) of reframe-report.json, in out/."""
     report = out / "reframe-report.json"
     if not report.exists():
         raise StackproofError("no ReFrame results to report")
-    proc = subprocess.run([sys.executable, "-m", "stackproof.cli", "report", "build", "--run", str(report),
-                           "--baseline", baseline, "-o", str(out), "--title", "stackproof acceptance report"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackproofError(f"stackproof report failed: {proc.stderr.strip()[-1000:]}")
-    return f"{out / 'report.html'}: {proc.stdout.strip()[-300:]}"
+    with _stderr_to(out / "report.log"):
+        cases = load_run(str(report))
+        data = build_report(cases, out, "stackproof acceptance report", baseline=baseline)
+    return (f"{out / 'report.html'}: {len(cases)} test cases, stacks {', '.join(data['stacks'])} "
+            f"(baseline {data['baseline']})" + (f", {len(data['notes'])} note(s) in report.md" if data["notes"] else ""))
 
 
 def _up(cluster: Cluster, settings: Settings) -> str:
     return _described(cluster.up(settings))
 
 
-def _up_in(cluster: Cluster, profile: str) -> str:
-    """The test cluster in `profile`, every other setting the default (1 node, no GPUs, no mpibind)."""
-    return _described(session.cluster_up(profile, base=Settings(), cluster=cluster))
+def _up_in(cluster: Cluster, profile: str, mpibind_plugin: str | None = None) -> str:
+    """The test cluster in `profile` with the mpibind SPANK plugin `mpibind_plugin` (None: none), every
+    other setting the default (1 node, no GPUs)."""
+    return _described(session.cluster_up(profile, base=Settings(mpibind_plugin=mpibind_plugin), cluster=cluster))
 
 
 def _described(st) -> str:

@@ -14,7 +14,7 @@ from stackproof.cluster import cgroups
 from stackproof.errors import StackproofError
 from stackproof.nodes.nodetype import from_host
 from stackproof.nodes.profiles import plan, profile_names
-from stackproof.nodes.slurmconf import Site, render, write_tree
+from stackproof.nodes.slurmconf import COMM_PARAMS, Site, render, write_tree
 from stackproof.cluster import daemons, munge, netns
 from stackproof.cluster.procs import (alive, cgroup_mode, cmdline, daemons_of, has_non_loopback_address, kill_and_wait, log,
                     node_cgroups, pid1_is_systemd, port_in_use, procs_in_cgroups, read_pid,
@@ -37,6 +37,13 @@ class Cluster:
     @property
     def conf(self) -> Path:
         return self.root / "etc/slurm/slurm.conf"
+
+    @property
+    def daemon_conf(self) -> Path:
+        """The daemons' slurm.conf (it includes slurm.conf and binds each daemon to its node's address:
+        nodes.slurmconf.COMM_PARAMS); slurm.conf itself for a cluster rendered before there was one."""
+        path = self.root / "etc/slurm/daemons.conf"
+        return path if path.is_file() else self.conf
 
     @property
     def munge_socket(self) -> Path:
@@ -146,8 +153,8 @@ class Cluster:
 
     def _switch_noise_daemon(self, st: State, settings: Settings, prof) -> None:
         """Stop the running noise daemon (found by name, as down() does), start the new one bound as
-        the profile binds daemons; 0.05-0.35 s instead of a restart (a Table IV matrix switches it
-        between every run)."""
+        the profile binds daemons; a fraction of a restart's time (docs/performance.md), and a Table IV
+        matrix switches it between every run."""
         kill_and_wait(_named(daemons_of(self.root), "fwq-noise"), timeout=5)
         st.noise_pid = None
         st.settings = settings.key()
@@ -166,14 +173,14 @@ class Cluster:
             controller_addr=netns.controller_addr(self.root) if multi else "127.0.0.1",
             node_addrs=[netns.node_addr(self.root, i) for i in range(1, s.nodes + 1)] if multi else ["127.0.0.1"],
             slurmctld_port=s.ports[0], slurmd_port=s.ports[1], fake_gpus=s.fake_gpus,
-            mpibind_plugin=s.mpibind_plugin, mpibind_args=s.mpibind_args,
+            mpibind_plugin=s.mpibind_plugin, mpibind_args=s.mpibind_args, daemon_comm_params=COMM_PARAMS,
             cgroup_plugin=plugin, ignore_systemd=ignore_systemd,
             extra=[f"AuthInfo=socket={self.munge_socket}", "SlurmdDebug=info", "SlurmctldDebug=info",
                    # a job larger than the cluster is refused at submission, never left pending
                    "EnforcePartLimits=ALL",
                    # schedule a batch job when it is submitted, not in the next pass up to 3 s later
                    # (Slurm's default batch_sched_delay=3): ReFrame's jobs run one after another
-                   # (--dependency=singleton), so the delay was paid by every test case (1-2.5 s each)
+                   # (--dependency=singleton), so every test case paid the delay (docs/performance.md)
                    "SchedulerParameters=batch_sched_delay=0"])
 
     def _start(self, s: Settings, nt, prof) -> State:
@@ -185,6 +192,8 @@ class Cluster:
         st = State(settings=s.key(), node_names=names, system_cpus=prof.system_cpu_list, app_cpus=prof.app_cpu_list)
         self.save_state(st)  # so that a failing start can be cleaned by down()
         write_tree(render(nt, prof, self._site(s, names)), r)
+        if not multi:       # the daemons' /etc/hosts (daemons.py): this host's name is the node, on loopback
+            (r / "etc/hosts").write_text(f"127.0.0.1 localhost {names[0]}\n")
         for n in names:
             (r / "spool" / n).mkdir(exist_ok=True)
             (r / "tmpfs" / n).mkdir(exist_ok=True)
@@ -204,9 +213,9 @@ class Cluster:
                 netns.create(r, names, st.netns)
             finally:
                 self.save_state(st)
-        daemons.start_slurmctld(r, self.conf, self.env(), st.netns[0] if st.netns else None, clear=True)
+        daemons.start_slurmctld(r, self.daemon_conf, self.env(), st.netns[0] if st.netns else None, clear=True)
         for n in names:
-            daemons.start_slurmd(r, self.conf, self.env(), n, self._node_netns(st, n))
+            daemons.start_slurmd(r, self.daemon_conf, self.env(), n, self._node_netns(st, n))
         self._wait_ready(st)
         return st
 
@@ -229,11 +238,12 @@ class Cluster:
             restarted.append("noise daemon")
         self.save_state(st)
         if not self._slurmctld_alive():
-            daemons.start_slurmctld(self.root, self.conf, self.env(), st.netns[0] if st.netns else None, clear=False)
+            daemons.start_slurmctld(self.root, self.daemon_conf, self.env(), st.netns[0] if st.netns else None,
+                                    clear=False)
             restarted.append("slurmctld")
         for n in st.node_names:
             if not alive(read_pid(self.slurmd_pidfile(n))):
-                daemons.start_slurmd(self.root, self.conf, self.env(), n, self._node_netns(st, n))
+                daemons.start_slurmd(self.root, self.daemon_conf, self.env(), n, self._node_netns(st, n))
                 restarted.append(f"slurmd {n}")
         return restarted
 

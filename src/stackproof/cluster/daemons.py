@@ -1,7 +1,14 @@
 """Starting the cluster's daemons: slurmctld (fresh or from its saved state), one slurmd per node
-(in the node's namespaces for multi-node clusters) and the optional noise daemon."""
+(in the node's namespaces for multi-node clusters) and the optional noise daemon.
+
+slurmctld and slurmd read the daemons' configuration (CommunicationParameters=NoCtldInAddrAny,
+NoInAddrAny: each binds the address its host name resolves to, never 0.0.0.0) in a private mount
+namespace whose /etc/hosts is the cluster's (<run dir>/etc/hosts): the controller's name resolves to
+the controller's address, a node's to its node address (127.0.0.1 for a single node), whatever this
+host's own /etc/hosts says."""
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -23,11 +30,22 @@ def _wait_pid(pidfile: Path, what: str, log: Path, timeout: float = 10.0) -> int
     return wait_pidfile(pidfile, what, log, timeout)
 
 
+def _private_hosts(root: Path, command: list[str], hostname: str | None = None) -> list[str]:
+    """`command` in a private mount namespace (and UTS namespace with `hostname`) whose /etc/hosts is
+    the cluster's; as it is when the cluster has none (one rendered before it had one)."""
+    hosts = root / "etc/hosts"
+    if not hosts.is_file():
+        return command
+    inner = (f"hostname {shlex.quote(hostname)} && " if hostname else "") + \
+        f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && exec {shlex.join(command)}"
+    return ["unshare", *(["--uts"] if hostname else []), "--mount", "--propagation", "private", "sh", "-c", inner]
+
+
 def start_slurmctld(root: Path, conf: Path, env: dict, netns: str | None, clear: bool) -> int:
     """`clear` (-c) only for a new cluster: a restart keeps the saved jobs and node states."""
     slurmctld_pidfile(root).unlink(missing_ok=True)
     cmd = (["nsenter", f"--net=/run/netns/{netns}"] if netns else []) + \
-        ["/usr/sbin/slurmctld"] + (["-c"] if clear else []) + ["-f", str(conf)]
+        _private_hosts(root, ["/usr/sbin/slurmctld"] + (["-c"] if clear else []) + ["-f", str(conf)])
     sh(cmd, env=env)
     return _wait_pid(slurmctld_pidfile(root), "slurmctld", root / "log/slurmctld.log")
 
@@ -35,14 +53,12 @@ def start_slurmctld(root: Path, conf: Path, env: dict, netns: str | None, clear:
 def start_slurmd(root: Path, conf: Path, env: dict, node: str, netns: str | None) -> int:
     pidfile = slurmd_pidfile(root, node)
     pidfile.unlink(missing_ok=True)
+    slurmd = ["/usr/sbin/slurmd", "-f", str(conf), "-N", node]
     if netns:
-        # Own network, hostname and (private) mount namespace for a private /etc/hosts.
-        inner = (f"hostname {node} && mount --bind {root}/etc/hosts /etc/hosts && "
-                 f"exec /usr/sbin/slurmd -f {conf} -N {node}")
-        cmd = ["nsenter", f"--net=/run/netns/{netns}", "unshare", "--uts", "--mount",
-               "--propagation", "private", "sh", "-c", inner]
+        # own network, host name and (private) mount namespace for the cluster's /etc/hosts
+        cmd = ["nsenter", f"--net=/run/netns/{netns}"] + _private_hosts(root, slurmd, hostname=node)
     else:
-        cmd = ["/usr/sbin/slurmd", "-f", str(conf), "-N", node]
+        cmd = _private_hosts(root, slurmd)
     sh(cmd, env=env)
     return _wait_pid(pidfile, f"slurmd {node}", root / f"log/slurmd-{node}.log")
 

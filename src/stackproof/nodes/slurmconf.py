@@ -63,10 +63,22 @@ class Site:
     cgroup_plugin: str = "autodetect"    # autodetect | cgroup/v1 | cgroup/v2
     ignore_systemd: bool = False         # cgroup/v2 on a host whose PID 1 is not systemd
     mpi_default: str = "none"
+    # CommunicationParameters= in slurm.conf (every reader: daemons and clients): COMM_PARAMS only
+    comm_params: tuple[str, ...] = ()
+    # test cluster: CommunicationParameters= read by its daemons alone (etc/slurm/daemons.conf, which
+    # includes slurm.conf): clients run from this host's namespace, where the host name does not
+    # resolve to the cluster's address, and NoInAddrAny would bind their listening ports there
+    daemon_comm_params: tuple[str, ...] = ()
     extra: list[str] = field(default_factory=list)
 
     def path(self, fhs: str, cluster: str) -> str:
         return fhs if self.run_dir is None else f"{self.run_dir}/{cluster}"
+
+
+# Slurm 22.05's CommunicationParameters that bind a daemon to its node's address, not to every address
+# (man slurm.conf): slurmctld (NoCtldInAddrAny), every other daemon and client (NoInAddrAny), each to
+# the address its host name resolves to.
+COMM_PARAMS = ("NoCtldInAddrAny", "NoInAddrAny")
 
 
 def gpu_type_name(model: str) -> str:
@@ -116,6 +128,12 @@ def validate_site(site: Site) -> None:
         bad("mpibind arguments", site.mpibind_args, "letters, digits, spaces and _=,.:/- only")
     if not isinstance(site.fake_gpus, int) or not 0 <= site.fake_gpus <= 64:
         bad("fake GPUs", site.fake_gpus, "between 0 and 64")
+    for what, params in (("CommunicationParameters", site.comm_params),
+                         ("daemons' CommunicationParameters", site.daemon_comm_params)):
+        if any(p not in COMM_PARAMS for p in params):
+            bad(what, ",".join(params), f"only {', '.join(COMM_PARAMS)}")
+    if site.daemon_comm_params and site.run_dir is None:
+        bad("daemons' CommunicationParameters", ",".join(site.daemon_comm_params), "only for a test cluster (run dir)")
     for line in site.extra:
         if any(c in line for c in "\n\r\0"):
             bad("extra line", line, "must be one line")
@@ -127,6 +145,12 @@ def render(nt: NodeType, prof: ProfilePlan, site: Site) -> dict[str, str]:
     header = (f"# Rendered by stackproof for node type {nt.name!r}, profile {prof.name!r}"
               + (f" (k={prof.k}, {prof.position})" if prof.k else "") + ". Do not edit: re-render.\n")
     files["etc/slurm/slurm.conf"] = header + _slurm_conf(nt, prof, site)
+    if site.daemon_comm_params:
+        files["etc/slurm/daemons.conf"] = (
+            header + "# The daemons' slurm.conf (slurmctld -f, slurmd -f): each binds the address its host name\n"
+            "# resolves to, not every address; clients read slurm.conf alone.\n"
+            f"Include {site.run_dir}/etc/slurm/slurm.conf\n"
+            f"CommunicationParameters={','.join(site.daemon_comm_params)}\n")
     files["etc/slurm/cgroup.conf"] = header + _cgroup_conf(site)
     files["etc/slurm/gres.conf"] = header + _gres_conf(nt, site)
     files["etc/slurm/plugstack.conf"] = header + _plugstack_conf(site)
@@ -185,6 +209,8 @@ def _slurm_conf(nt: NodeType, prof: ProfilePlan, site: Site) -> str:
         # ReFrame's squeue scheduler needs finished jobs visible for a while (no accounting here).
         "MinJobAge=300",
     ]
+    if site.comm_params:
+        lines.append(f"CommunicationParameters={','.join(site.comm_params)}")
     if prof.reserve:
         # Without SlurmdOffSpec slurmd/slurmstepd run on the CpuSpecList CPUs, jobs never do.
         lines.append("AllowSpecResourcesUsage=yes")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stackproof import files
 from stackproof.errors import InputError, StackproofError
 
 MAGIC = b"FWQ-TRACE 1\n"
@@ -136,6 +137,23 @@ def load(path: str | os.PathLike, label: str = "") -> Trace:
     except OSError as exc:
         # Not bad input but a missing or unreadable file (exit 1 at the CLI, like any OSError).
         raise StackproofError(f"cannot read {path}: {exc.strerror}") from None
+    return _read(f, path, label)
+
+
+def load_in(directory: str | os.PathLike, name: str = "fwq.dat", label: str = "") -> Trace:
+    """`load` for a trace in a job's output directory (a job, or a virtual cluster's node on its
+    share, writes it): opened through stackproof.files, no link anywhere on the way, a regular file."""
+    path = os.path.join(str(directory), name)
+    try:
+        f, _st = files.open_in(directory, name, files.MAX_OUTPUT)
+    except files.UnsafePath as exc:
+        raise TraceError(str(exc)) from None
+    except OSError as exc:
+        raise StackproofError(f"cannot read {path}: {exc.strerror}") from None
+    return _read(f, path, label)
+
+
+def _read(f, path: str, label: str) -> Trace:
     with f:
         size = os.fstat(f.fileno()).st_size
         if f.read(len(MAGIC)) != MAGIC:

@@ -108,11 +108,17 @@ def load_spec(path: str | Path = DEFAULT_SPEC) -> ClusterSpec:
 
 # ---- tags from the stackproof render ---------------------------------------------------------------
 
+def comm_params(spec: ClusterSpec) -> tuple[str, ...]:
+    """site.comm_params (e.g. NoCtldInAddrAny,NoInAddrAny: every daemon binds its node's address),
+    checked by slurmconf.validate_site like every value of slurm.conf."""
+    return tuple(p.strip() for p in str(spec.site.get("comm_params") or "").split(",") if p.strip())
+
+
 def _site_for(spec: ClusterSpec, p: ProfileSpec, nodes: list[str], addrs: list[str] | None) -> Site:
     return Site(cluster_name=spec.site["cluster_name"], nodes=nodes, controller=spec.site["slurmctld_host"],
                 node_addrs=addrs, gpus=p.gpus,
                 mpibind_plugin=spec.site.get("mpibind_plugin", IMAGE_MPIBIND_PLUGIN) or None,
-                cgroup_plugin=spec.site.get("cgroup_plugin", "autodetect"))
+                cgroup_plugin=spec.site.get("cgroup_plugin", "autodetect"), comm_params=comm_params(spec))
 
 
 def stackproof_render(spec: ClusterSpec, p: ProfileSpec, nodes: list[str],
@@ -142,6 +148,8 @@ def profile_tags(spec: ClusterSpec, p: ProfileSpec) -> dict[str, str]:
         tags["mpibind_plugin"] = plugin
     if spec.site.get("cgroup_plugin", "autodetect") != "autodetect":
         tags["cgroup_plugin"] = spec.site["cgroup_plugin"]
+    if comm_params(spec):
+        tags["slurm_comm_params"] = ",".join(comm_params(spec))
     if fields.get("Boards") != "1":
         raise StackproofError(f"node line with Boards={fields.get('Boards')}: the overlay assumes 1")
     for key, tag in NODE_LINE_TAGS.items():

@@ -55,7 +55,8 @@ from reframe.core.builtins import parameter, run_after, run_before, sanity_funct
 from reframe.core.exceptions import SanityError
 from reframe.core.pipeline import RegressionTestDict
 
-from stackproof.benchparse import BenchParseError, parse_file
+from stackproof import files
+from stackproof.benchparse import PARSERS, BenchParseError
 from stackproof.paths import REPO
 from stackproof.reframe.block import BLOCK_FILE, COMPARE_TAG, RECORD, check_names, block_file, order
 from stackproof.reframe.identity import check_identity, identity_rows
@@ -101,18 +102,29 @@ class NotMeasured(Exception):
 
 @dataclass(frozen=True)
 class Launch:
-    """One launch of a check: its stack, its directory and output file, its place in the block
-    (position, pair, block: None for a check that is not run in blocks)."""
+    """One launch of a check: its stack, its directory (`stage`/`rel`) and output file, its place in
+    the block (position, pair, block: None for a check that is not run in blocks)."""
     stack: str
-    dir: str
+    stage: str
+    rel: str                  # its directory below the stage directory ('' for the job itself)
     stdout: str
     position: int = 0
     pair: int | None = None
     block: int | None = None
 
+    @property
+    def dir(self):
+        return os.path.join(self.stage, self.rel) if self.rel else self.stage
+
     def path(self, name=None):
         """Absolute path of a file the launch wrote (default: its standard output)."""
         return os.path.join(self.dir, name or self.stdout)
+
+    def read(self, name=None, cap=files.MAX_OUTPUT):
+        """A file the launch wrote, as text: the job wrote it (on the virtual cluster, a node on its
+        share), so it is read through stackproof.files (no link followed, a regular file, capped)."""
+        rel = os.path.join(self.rel, name or self.stdout) if self.rel else (name or self.stdout)
+        return files.read_in(self.stage, rel, cap).decode(errors='replace')
 
 
 class StackCheck(rfm.RegressionTestPlugin):
@@ -278,6 +290,22 @@ class StackCheck(rfm.RegressionTestPlugin):
             out.update({f'{var}@{st}': tuple(ref) for var, ref in (found or {}).items() if isinstance(ref, list)})
         return out
 
+    @run_before('cleanup')
+    def drop_links_before_the_copy(self):
+        """ReFrame copies the job's files and keep_files from the stage directory to the output
+        directory with shutil.copy, which follows links: a job (on the virtual cluster, a node writing
+        its share) could make root copy any file of the head there. Links, FIFOs and devices in the
+        stage directory are removed first (stackproof.files, nothing followed)."""
+        if self.is_dry_run():
+            return
+        try:
+            removed = files.remove_specials(self.stagedir)
+        except (OSError, files.UnsafePath) as exc:
+            self.logger.warning(f'stage directory not checked before the copy to the output directory: {exc}')
+            return
+        for name in removed:
+            self.logger.warning(f'{self.stagedir}/{name}: not a regular file: removed before the copy')
+
     @run_before('run', always_last=True)
     def prepare_launch(self):
         """Steps 4-5: a job that fits the partition; the identity probe before the benchmark (or the
@@ -316,10 +344,9 @@ class StackCheck(rfm.RegressionTestPlugin):
         doc = block_file(slots, stacks, lambda s: [{'argv': commands[s.stack], 'stdout': 'stdout', 'stderr': 'stderr'}])
         for s in slots:
             path = os.path.join(self.stagedir, s.dir)
-            os.makedirs(path, exist_ok=True)
+            os.mkdir(path, 0o755)
             self.prepare_launch_dir(path)
-        with open(os.path.join(self.stagedir, BLOCK_FILE), 'w') as fh:
-            json.dump(doc, fh, indent=1)
+        _write_new(self.stagedir, BLOCK_FILE, doc)
         self.job.launcher = getlauncher('local')()
         self.executable = shlex.quote(sys.executable)
         self.executable_opts = ['-m', 'stackproof.reframe.launch', BLOCK_FILE]
@@ -335,8 +362,8 @@ class StackCheck(rfm.RegressionTestPlugin):
     def launch_list(self):
         """The launches of this test case (Launch): the block's, else the job itself."""
         if not self.in_blocks:
-            return [Launch(self.stack, self.stagedir, self.job.stdout)]
-        return [Launch(s.stack, os.path.join(self.stagedir, s.dir), 'stdout', s.position, s.pair, s.block)
+            return [Launch(self.stack, self.stagedir, '', self.job.stdout)]
+        return [Launch(s.stack, self.stagedir, s.dir, 'stdout', s.position, s.pair, s.block)
                 for s in order(self.block_stack_names(), self.block_index, self.block_launches)]
 
     @sanity_function
@@ -345,10 +372,10 @@ class StackCheck(rfm.RegressionTestPlugin):
         return sn.all([self._launched(), self._identity_ok(), self._verified()])
 
     def _record(self):
-        try:
-            with open(os.path.join(self.stagedir, RECORD)) as fh:
-                return {r['dir']: r for r in json.load(fh)['launches']}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        try:        # the block launcher wrote it inside the job: read through stackproof.files
+            doc = json.loads(files.read_in(self.stagedir, RECORD, files.MAX_RECORD))
+            return {r['dir']: r for r in doc['launches'] if isinstance(r, dict) and isinstance(r.get('dir'), str)}
+        except (OSError, ValueError, KeyError, TypeError, files.UnsafePath) as exc:
             raise SanityError(f'{os.path.join(self.stagedir, RECORD)}: the block launcher left no record ({exc}); '
                               f'job output: {self.stage_file()}') from None
 
@@ -363,7 +390,7 @@ class StackCheck(rfm.RegressionTestPlugin):
                 raise SanityError(f'{ln.dir}: launch {ln.position} (stack {ln.stack}) never ran; '
                                   f'the job ended first ({self.stage_file()})')
             if record[name].get('rc') != 0:
-                err = _tail(ln.path('stderr')) or _tail(ln.path())
+                err = _tail(ln, 'stderr') or _tail(ln)
                 raise SanityError(f'{ln.dir}: launch {ln.position} (stack {ln.stack}, block {ln.block}) exited '
                                   f'{record[name].get("rc")}: {err or "no output"}')
         return True
@@ -405,9 +432,7 @@ class StackCheck(rfm.RegressionTestPlugin):
         stacks = self.block_stack_names()
         if self.reference_file and len(stacks) > 1:
             self.reference = {self.current_partition.fullname: self._block_references(stacks)}
-        units = self.figures()
-        with open(os.path.join(self.stagedir, RECORD), 'w') as fh:
-            json.dump({'launches': out, 'units': units}, fh, indent=1)
+        _write_new(self.stagedir, RECORD, {'launches': out, 'units': self.figures()})
 
     def skip(self, msg=None):
         """ReFrame's skip (also behind skip_if), keeping the message as the loggable `skip_reason`."""
@@ -470,16 +495,25 @@ class StackCheck(rfm.RegressionTestPlugin):
         path = launch.path(name)
         cache = self.__dict__.setdefault('_stackproof_parsed', {})
         if path not in cache:
-            try:
-                cache[path] = parse_file(kind, path)
+            try:        # the job (or a virtual cluster's node, on its share) wrote it: stackproof.files
+                cache[path] = PARSERS[kind](launch.read(name), path)
+            except (OSError, files.UnsafePath) as exc:
+                raise SanityError(f'{path}: cannot read benchmark output ({exc})') from None
             except BenchParseError as exc:
                 raise SanityError(str(exc)) from None
         return cache[path]
 
 
-def _tail(path, lines=5):
+def _tail(launch, name=None, lines=5):
     try:
-        with open(path, errors='replace') as fh:
-            return ' | '.join(fh.read().strip().splitlines()[-lines:])
-    except OSError:
+        return ' | '.join(launch.read(name).strip().splitlines()[-lines:])
+    except (OSError, files.UnsafePath):
         return ''
+
+
+def _write_new(directory, name, doc):
+    """A JSON file of ours in the stage directory, created new and renamed into place (stackproof.files:
+    a link the job planted at `name` is replaced, never written through)."""
+    with files.Staging(directory) as stage:
+        stage.write(name, json.dumps(doc, indent=1).encode())
+        stage.commit(name, mode=0o644)

@@ -12,17 +12,14 @@ and reads the profile's values (profile.env: application cores, system CPUs, sru
 - anything else (and --dry-run): the profile (default `baseline`) rendered for the node type.
 """
 import os
-import subprocess
-import sys
+from pathlib import Path
 
+from stackproof.cluster import Cluster
 from stackproof.errors import StackproofError
-from stackproof.nodes.profiles import read_profile_env
+from stackproof.nodes.nodetype import load
+from stackproof.nodes.profiles import plan, profile_names, read_profile_env
+from stackproof.nodes.slurmconf import Site, render, write_tree
 from stackproof.reframe.stack import launcher_name
-
-
-def stackproof_cmd(*args):
-    """The stackproof CLI of the running Python (ReFrame runs inside the project venv)."""
-    return [sys.executable, '-m', 'stackproof.cli', *args]
 
 
 class ProfileUnavailable(StackproofError):
@@ -31,14 +28,45 @@ class ProfileUnavailable(StackproofError):
 
 
 def render_profile(nodetype, profile, outdir):
-    """Render a profile with `stackproof slurm render` (the same machinery the cluster uses) and
-    return its profile.env values; used where no live profile exists (dry runs, real sites)."""
-    proc = subprocess.run(stackproof_cmd('slurm', 'render', '--nodetype', nodetype, '--profile', profile,
-                                         '-o', str(outdir)), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f'stackproof slurm render --nodetype {nodetype} --profile {profile} failed: '
-                           f'{proc.stderr.strip()}')
+    """Render a profile for a node type into `outdir` with the functions `stackproof slurm render`
+    and the test cluster use, and return its profile.env values; used where no live profile exists
+    (dry runs, real sites). RuntimeError, one line, for a node type or profile that does not render."""
+    try:
+        nt = load(nodetype)
+        files = render(nt, plan(nt, profile), Site(cluster_name=nt.name, nodes=[f"{nt.name}1"]))
+        write_tree(files, Path(outdir))
+    except (StackproofError, OSError) as exc:
+        raise RuntimeError(f'rendering profile {profile!r} for node type {nodetype!r} failed: {exc}') from None
     return read_profile_env(os.path.join(outdir, 'etc/stackproof/profile.env'))
+
+
+def known_profiles():
+    """The profiles a check may be measured under: the catalog's (slurm-conf/profiles.yaml) and, while
+    the test cluster runs with `--profile-file` (a noise hunt's proposal), that file's too. A check
+    parameterised by them has a case for the profile the cluster runs, whatever it is."""
+    st = Cluster().load_state()
+    extra = (st.settings.get('profile_file') or None) if st else None
+    try:
+        return profile_names(extra)
+    except StackproofError:           # the file went away: the catalog still holds
+        return profile_names()
+
+
+def app_core_cpus(env):
+    """The CPUs of each application core of a profile (profile.env's srun --cpu-bind masks, one per
+    core), in the order the profile lists the cores."""
+    text = env['STACKPROOF_SRUN_CPU_BIND']
+    kind, _, masks = text.partition(':')
+    cores = []
+    for mask in masks.split(','):
+        try:
+            value = int(mask, 16) if kind == 'mask_cpu' and mask.startswith('0x') else 0
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ValueError(f'STACKPROOF_SRUN_CPU_BIND={text!r}: expected mask_cpu:0xMASK,...')
+        cores.append({i for i in range(value.bit_length()) if value >> i & 1})
+    return cores
 
 
 def profile_values(part, profile, stagedir, *, dry_run=False, noise_daemon=''):

@@ -12,7 +12,7 @@ sessions of the results database; `--compare` finds them in the database. Output
   membw.py     bandwidth as a fraction of the memory-copy bandwidth
   runinfo.py   what the acceptance driver recorded: provenance per stack, harness vs benchmark time
   measures.py  message-size curves (OSU, NetPIPE), system noise (Table IV, Fig. 2), other node checks
-  sections.py  the section model, the other sections, and EXTRA_SECTIONS (the extension point)
+  sections.py  the section model and the other sections
   curves.py, plots.py   curve extraction and figures
   render.py + templates/  one Jinja2 template per format
   compare.py   finding the sessions for --compare in the results database
@@ -22,8 +22,7 @@ sessions of the results database; `--compare` finds them in the database. Output
 May import: basics, noise/ (plain data it wraps into sections), stacks/. Never acceptance/ or the
 CLI.
 """
-from stackproof.report.build import EXTRA_SECTIONS, Case, Context, Section, Table, build, load_run, load_session, noise_rows
+from stackproof.report.build import Case, Context, Section, Table, build, load_run, load_session, noise_rows
 from stackproof.report.cli import register
 
-__all__ = ["build", "load_run", "load_session", "register", "Case", "Context", "Section", "Table",
-           "EXTRA_SECTIONS", "noise_rows"]
+__all__ = ["build", "load_run", "load_session", "register", "Case", "Context", "Section", "Table", "noise_rows"]

@@ -10,7 +10,7 @@ from stackproof.noise.scale.render import MEANING, loggp_line, slowdown_table
 from stackproof.report.measures import curves_section, node_section, noise_rows
 from stackproof.report.render import write
 from stackproof.report.rows import Case, load_run, load_session, perf_rows, resolve_labels, sessions_of
-from stackproof.report.sections import (EXTRA_SECTIONS, Context, Section, Table, failed_section, identity_section,
+from stackproof.report.sections import (Context, Section, Table, failed_section, identity_section,
                        references_section, skipped_section, summary_section)
 from stackproof.report.stats import design_from
 from stackproof.report.membw import bandwidth_fraction_section
@@ -55,8 +55,9 @@ def noise_at_scale_section(ctx) -> Section | None:
 
 
 def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = None,
-          extra_sections=None) -> dict:
-    """Reduce the cases into rows once, build every section, write report.{html,md,json}; return the data."""
+          extra_sections=()) -> dict:
+    """Reduce the cases into rows once, build every section, write report.{html,md,json}; return the data.
+    `extra_sections`: callables f(ctx) -> Section | None, appended after the report's own sections."""
     if not cases:
         raise StackproofError("no test cases to report")
     outdir = Path(outdir)
@@ -81,7 +82,7 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
                 bandwidth_fraction_section, curves_section, who_stole_the_time_section,
                 noise_at_scale_section, skipped_section, failed_section, references_section]
     sections = []
-    for b in builders + list(EXTRA_SECTIONS if extra_sections is None else extra_sections):
+    for b in builders + list(extra_sections):
         s = b(ctx)
         if s is not None:
             s.anchor = s.anchor or f"s{len(sections)}"
@@ -98,4 +99,4 @@ def build(cases: list[Case], outdir: Path, title: str, baseline: str | None = No
 
 
 # Re-exported by the package facade (stackproof.report).
-__all__ = ["build", "load_run", "load_session", "noise_rows", "Case", "Context", "Section", "Table", "EXTRA_SECTIONS"]
+__all__ = ["build", "load_run", "load_session", "noise_rows", "Case", "Context", "Section", "Table"]

@@ -1,13 +1,14 @@
 """Curves over message size (OSU, NetPIPE): from per-size performance variables (`lat_8B`, `bw_1MiB`:
 benchparse.size_label) of every launch and, for NetPIPE, from the curve each launch writes (`np.out`:
 bytes, Mbps, seconds; or its stdout lines `N: BYTES bytes REPS times --> MBPS Mbps in USEC usec`) in
-its directory of the test's output."""
+its directory of the test's output, read through stackproof.files (a job writes that directory)."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from pathlib import Path
 
+from stackproof import files
 from stackproof.report.rows import Case, launch_samples
 
 _SIZE_VAR = re.compile(r"^(lat|bw)_(\d+)(B|KiB|MiB|GiB)$")
@@ -21,23 +22,30 @@ def size_of_var(var: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2)) * _MULT[m.group(3)]) if m else None
 
 
+def _output_text(outputdir: str, name: str) -> str | None:
+    """A job's output file, read through stackproof.files (the output directory is a job's, or a
+    virtual cluster's share): None when it is not there or not a plain file of it."""
+    try:
+        return files.read_in(outputdir, name).decode(errors="replace")
+    except (OSError, files.UnsafePath):
+        return None
+
+
 def read_netpipe(outputdir: str | None) -> list[tuple[int, float, float]]:
     """[(bytes, MB/s, one-way latency us)] from a NetPIPE run's output directory, [] when absent."""
     if not outputdir:
         return []
-    d = Path(outputdir)
     pts = []
-    if (d / "np.out").is_file():
-        for line in (d / "np.out").read_text(errors="replace").splitlines():
-            f = line.split()
-            try:
-                size, mbps, t = int(float(f[0])), float(f[1]), float(f[2])
-            except (IndexError, ValueError):
-                continue
-            pts.append((size, mbps / 8.0, t * 1e6 if t < 1.0 else t))
-    out = next((d / n for n in ("stdout", "rfm_job.out") if (d / n).is_file()), None)
-    if not pts and out is not None:
-        for line in out.read_text(errors="replace").splitlines():
+    text = _output_text(outputdir, "np.out")
+    for line in (text or "").splitlines():
+        f = line.split()
+        try:
+            size, mbps, t = int(float(f[0])), float(f[1]), float(f[2])
+        except (IndexError, ValueError):
+            continue
+        pts.append((size, mbps / 8.0, t * 1e6 if t < 1.0 else t))
+    if not pts:
+        for line in (_output_text(outputdir, "stdout") or _output_text(outputdir, "rfm_job.out") or "").splitlines():
             m = _NP_STDOUT.match(line)
             if m:
                 pts.append((int(m.group(1)), float(m.group(2)) / 8.0, float(m.group(3))))

@@ -14,7 +14,7 @@ import numpy as np
 from stackproof.cpulist import format_list
 from stackproof.errors import StackproofError
 from stackproof.noise import tableiv
-from stackproof.noise.trace import TraceError, load
+from stackproof.noise.trace import load_in
 from stackproof.report.curves import curves, human_bytes
 from stackproof.report.plots import curve_plot, fwq_plots, slug
 from stackproof.report.sections import Context, Section, Table, fmt
@@ -106,13 +106,13 @@ def runs_from_cases(cases) -> dict[tuple[str, str], list[tableiv.Run]]:
             values = dict(min_us=value("min"), mean_us=value("mean"), max_us=value("max"), std_us=value("std"),
                           noise_fraction=value("noise_fraction"))
             try:        # the kept trace adds what the values do not say: the cores, the signature
-                t = load(trace)
+                t = load_in(c.outputdir)        # a job's directory: through stackproof.files
                 run = tableiv.reduce_trace(t, **where, cpus=format_list({int(r["cpu"]) for r in t.ranks}),
                                            trace=str(trace))
                 # every core's figures only from a trace that agrees with what the check reported
                 same = math.isclose(run.std_us, values["std_us"], rel_tol=0.01)
                 runs.append(replace(run, **values, per_cpu=run.per_cpu if same else {}))
-            except (TraceError, OSError, TypeError, ValueError, KeyError):
+            except (StackproofError, OSError, TypeError, ValueError, KeyError):
                 runs.append(tableiv.Run(**where, cpus="", rank=0, cpu=-1, samples=0, **values))
         out[key] = runs
     return out

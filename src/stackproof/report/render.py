@@ -4,26 +4,49 @@ same sections; the HTML is self-contained (figures embedded as data URIs), the M
 A figure is embedded only when it is a regular PNG file below the report directory, owned by the
 user writing the report, with one link, reached without following any symlink (read_figure): a
 `hunt/<p>/timeline.png` pointing at someone's 0600 file is left out with a note, never base64'd
-into a page that gets mailed around.
+into a page that gets mailed around. The figure is opened through stackproof.files (no link below
+the report directory, a regular file, capped).
+
+Third-party text (test and stack names, failure reasons, job output, process names) reaches both
+formats: the HTML through Jinja2's autoescape, the Markdown through `_md_escape` on every value the
+template prints (HTML's `&`, `<`, `>` as entities, so a fail_reason `<img src=x onerror=...>` never
+appears as raw HTML in a Markdown viewer, and `](` escaped so that it makes no link or image);
+a job's output goes inside a code fence longer than any backtick run in it.
 """
 from __future__ import annotations
 
 import base64
 import os
 import re
-import stat
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
+
+from stackproof import files
 
 
 def _text(c) -> str:
     return c[0] if isinstance(c, tuple) else str(c)
 
 
-def _md_cell(c) -> str:
-    return _text(c).replace("|", "\\|").replace("\n", "<br>")
+def _md_escape(value) -> str:
+    """A value as Markdown text: no raw HTML, no link or image syntax (already-escaped Markup as is)."""
+    if isinstance(value, Markup):
+        return value
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("](", "]\\(")          # [text](url) makes no link or image
+
+
+def _md_cell(c) -> Markup:
+    """A table cell: escaped, its pipes escaped, its line breaks as <br> (the one tag we write)."""
+    return Markup(_md_escape(_text(c)).replace("|", "\\|").replace("\n", "<br>"))
+
+
+def _md_block(text: str) -> Markup:
+    """Markdown of our own (a section's tables and headings) holding third-party names: HTML escaped,
+    the Markdown kept."""
+    return Markup(str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
 
 
 def _td_class(c) -> str:
@@ -44,44 +67,30 @@ def _fence(text: str) -> str:
     return "`" * max([3] + [n + 1 for n in runs])
 
 
-MAX_FIGURE_BYTES = 32 << 20
+MAX_FIGURE_BYTES = files.MAX_FIGURE
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def read_figure(root: Path, path: Path) -> bytes:
-    """The bytes of figure `path`, opened below `root` one component at a time with O_NOFOLLOW; it must
-    be a regular PNG file of ours with a single link. ValueError saying why not."""
+    """The bytes of figure `path`, opened below `root` through stackproof.files (no symbolic link on
+    the way, a regular file, at most MAX_FIGURE_BYTES); it must be a PNG file of ours with a single
+    link. ValueError saying why not."""
     base = os.path.abspath(root)
     rel = os.path.relpath(os.path.abspath(path), base)
-    parts = rel.split(os.sep)
-    if rel.startswith("..") or os.path.isabs(rel) or not parts or parts == ["."]:
+    if rel.startswith("..") or os.path.isabs(rel) or rel == ".":
         raise ValueError("not inside the report directory")
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for part in parts[:-1]:
-            try:
-                nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                raise ValueError(f"{part}/ is a symlink or unreadable ({exc.strerror})") from None
-            os.close(fd)
-            fd = nfd
-        try:
-            ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-        except OSError as exc:
-            raise ValueError(f"a symlink or unreadable ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    with os.fdopen(ffd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_uid != os.geteuid():
-            raise ValueError(f"owned by uid {st.st_uid}, not by this user")
+        fh, st = files.open_file(base, rel, MAX_FIGURE_BYTES, owner=os.geteuid())
+    except files.UnsafePath as exc:
+        raise ValueError(str(exc).removeprefix(os.path.join(base, rel) + ": ").removesuffix(": refused")) from None
+    except OSError as exc:
+        raise ValueError(f"unreadable ({exc.strerror})") from None
+    with fh:
         if st.st_nlink != 1:
             raise ValueError(f"a hard link ({st.st_nlink} names)")
-        if st.st_size > MAX_FIGURE_BYTES:
-            raise ValueError(f"larger than {MAX_FIGURE_BYTES} bytes")
         data = fh.read(MAX_FIGURE_BYTES + 1)
+    if len(data) > MAX_FIGURE_BYTES:
+        raise ValueError(f"larger than {MAX_FIGURE_BYTES} bytes")
     if not data.startswith(PNG_SIGNATURE):
         raise ValueError("not a PNG image")
     return data
@@ -111,8 +120,10 @@ def environment(autoescape: bool, uris: dict[str, str] | None = None) -> Environ
     env = Environment(loader=PackageLoader("stackproof.report", "templates"), undefined=StrictUndefined,
                       # the template is report.html.j2: select_autoescape(["html"]) would not match it
                       autoescape=select_autoescape(["html", "html.j2"]) if autoescape else False,
+                      # the Markdown: every printed value escaped unless a filter made it Markup
+                      finalize=None if autoescape else _md_escape,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(cell_text=_text, md_cell=_md_cell, td_class=_td_class, fence=_fence,
+    env.filters.update(cell_text=_text, md_cell=_md_cell, td_class=_td_class, fence=_fence, md_block=_md_block,
                        data_uri=lambda path: (uris or {})[str(path)], md_anchor=_md_anchor)
     return env
 

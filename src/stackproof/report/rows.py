@@ -16,11 +16,13 @@ the JSON is stackproof.reframe_output's.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackproof import files
 from stackproof.comparison import Metric
 from stackproof.errors import InputError, StackproofError
 from stackproof.reframe_output import check_shape, final_cases, load_report, skip_reason, stored_sessions
@@ -331,22 +333,40 @@ def why_not_measured(cases: list[Case]) -> str:
     return "no performance value recorded"
 
 
-def tail(path: Path, lines: int = 20) -> str | None:
+def _job_text(base: str, name: str, lines: int) -> str | None:
+    """The last `lines` lines of the job file `name` below the directory `base`, which a job (or a
+    virtual cluster's node, on its share) writes: `name` only as a relative name below `base`, no
+    link anywhere on either, a regular file, its last files.TAIL_BYTES (stackproof.files). None when
+    there is no such file; a line saying why when it was refused (issue 42: an absolute job_stdout or
+    a link in the stage directory put a root-only file into report.html)."""
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
+        fd = files.open_path(base)
+    except FileNotFoundError:
         return None
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+    except (OSError, files.UnsafePath) as exc:
+        return f"(not shown: {exc})"
+    try:
+        data = files.read_tail(fd, name, files.TAIL_BYTES)
+    except FileNotFoundError:
+        return None
+    except (OSError, files.UnsafePath) as exc:
+        return f"(not shown: {exc})"
+    finally:
+        os.close(fd)
+    return "\n".join(data.decode(errors="replace").rstrip("\n").splitlines()[-lines:])
 
 
 def failure_detail(c: Case, lines: int = 20) -> dict:
-    """fail_reason + the job's stderr + the last lines of its output (from the kept stage directory)."""
+    """fail_reason + the job's stderr + the last lines of its output (from the kept stage directory,
+    else the output directory; read by _job_text only)."""
     out = {"reason": c.fail_reason or "(no reason recorded)", "phase": c.fail_phase or "", "stderr": None,
            "stdout": None, "where": c.stagedir or ""}
     for kind in ("stderr", "stdout"):
         name = getattr(c, f"job_{kind}")
         for base in (c.stagedir, c.outputdir):
-            if name and base and (Path(base) / name).is_file():
-                out[kind] = tail(Path(base) / name, lines if kind == "stdout" else 200)
-                break
+            if name and base:
+                text = _job_text(base, name, lines if kind == "stdout" else 200)
+                if text is not None:
+                    out[kind] = text
+                    break
     return out

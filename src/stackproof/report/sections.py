@@ -1,15 +1,14 @@
-"""The report's sections, built from rows; and the extension point for sections added by other features.
+"""The report's sections, built from rows.
 
 A section is data (title, text, tables, preformatted blocks, figures) that both templates render;
-an extra section may also carry ready Markdown / HTML fragments. To add one (e.g. "who stole the
-time", "noise at scale"), append to EXTRA_SECTIONS a callable `f(ctx) -> Section | None`; `ctx` is
-the Context below (cases, rows, stacks, baseline, image directory).
+a section may also carry ready Markdown / HTML fragments. A section is built by a callable
+`f(ctx) -> Section | None` (build.py lists the report's own; `build(..., extra_sections=[f])` appends
+more); `ctx` is the Context below (cases, rows, stacks, baseline, image directory).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from stackproof.report.rows import Case, Row, by_key, failure_detail, why_not_measured
 from stackproof.report.stats import LEVEL, Design
@@ -64,8 +63,6 @@ class Context:
     design: Design = field(default_factory=lambda: Design(looks=(0,), alpha=1 - LEVEL))  # how the run sampled
     run_info: dict = field(default_factory=dict)            # the acceptance driver's record (timings, provenance)
 
-
-EXTRA_SECTIONS: list[Callable[[Context], "Section | None"]] = []
 
 
 def fmt(v, digits: int = 4) -> str:

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
+from stackproof import files
+from stackproof.stacks import unpack
 from stackproof.stacks.benchbuild import RECIPES, TARGETS, build_stack, source_for
 from stackproof.stacks.environment import check_environment
 from stackproof.stacks.model import StackError, load_stack
@@ -66,14 +67,24 @@ def _targets(only: str | None) -> tuple[str, ...]:
 def _seed(obtained, into: Path) -> None:
     """Copy a verified source archive (and the note of where it came from) into into/<recipe>/, the
     layout of the stacks root's source cache: another machine's or an image's `stack build` with
-    STACKPROOF_STACKS_ROOT above that directory finds it there and fetches nothing."""
-    dest = into / obtained.recipe
-    dest.mkdir(parents=True, exist_ok=True)
-    for path in (obtained.archive, obtained.archive.with_name(obtained.archive.name + ".origin")):
-        if path.is_file():
-            tmp = dest / f".{path.name}.part"
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, dest / path.name)
+    STACKPROOF_STACKS_ROOT above that directory finds it there and fetches nothing. `into` must be
+    root's own (files.check_owned_dir); each file is read from the cache through stackproof.files,
+    copied into a private staging directory, checked against the digest just verified and renamed
+    into place (a link planted there is replaced, never written through)."""
+    dest = files.check_owned_dir(into / obtained.recipe, "--into", create=True)
+    cache, name = obtained.archive.parent, obtained.archive.name
+    with files.Staging(dest) as stage:
+        got = stage.copy_from(cache, name, name, files.MAX_ARCHIVE, owner=os.geteuid())
+        if obtained.tree_sha256 is not None:
+            got = unpack.archive_tree_digest(stage.path / name)
+        if got != obtained.digest:
+            raise StackError(f"{obtained.archive}: changed since it was verified (now {got}): not copied to {dest}")
+        try:
+            stage.copy_from(cache, name + ".origin", name + ".origin", files.MAX_RECORD, owner=os.geteuid())
+            stage.commit(name + ".origin")
+        except FileNotFoundError:
+            pass
+        stage.commit(name)
 
 
 def _fetch_cmd(args) -> int:
@@ -82,7 +93,9 @@ def _fetch_cmd(args) -> int:
     targets = _targets(args.only)
     if args.source_mirror:
         os.environ[MIRROR_VAR] = os.path.abspath(args.source_mirror)
-    into = Path(args.into).resolve() if args.into else None
+    into = Path(os.path.abspath(args.into)) if args.into else None
+    if into is not None and os.path.lexists(into):
+        files.check_owned_dir(into, "--into")       # refused before anything is fetched
     wanted = []
     for name in args.names:
         stack = load_stack(name)

@@ -5,21 +5,22 @@ so any Debian machine (and CI) builds them without reaching upstream sites. The 
 .dsc and the orig tarball but answers 404 for some packages' debian.tar.xz (netpipe, hpcc), so
 `apt-get source --download-only` then exits non-zero: we keep what it fetched, check the .dsc
 against its pinned sha256 and the orig tarball against the .dsc's Checksums-Sha256 (and the
-recipe's pin) ourselves, and build upstream as is (Debian's patches are not applied).
+recipe's pin) ourselves, and build upstream as is (Debian's patches are not applied). The directory
+is part of the source cache: its files are read through stackproof.files (no link, regular, capped).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from pathlib import Path
 
-from stackproof.stacks.fetch import FetchError, sha256_of
+from stackproof import files
+from stackproof.stacks.fetch import FetchError
 from stackproof.stacks.recipes import DebianSource
 
 DEB_SRC_FIX = ("add deb-src entries (scripts/install-deps.sh writes "
                "/etc/apt/sources.list.d/stackproof-deb-src.sources) and run `apt-get update`")
-
-sha256 = sha256_of          # the name older callers use
 
 
 def dsc_checksums(text: str) -> dict[str, str]:
@@ -42,14 +43,17 @@ def dsc_checksums(text: str) -> dict[str, str]:
 def verify(deb: DebianSource, orig_sha256: str, directory: Path) -> Path:
     """The verified orig tarball in `directory`; FetchError naming the file that does not match."""
     dsc, orig = directory / deb.dsc, directory / deb.orig
-    for path in (dsc, orig):
-        if not path.is_file():
-            raise FetchError(f"{deb.package} source: {path} missing after `apt-get source`: {DEB_SRC_FIX}")
-    if sha256_of(dsc) != deb.dsc_sha256:
+    try:
+        dsc_bytes = files.read_bytes(directory, deb.dsc, files.MAX_RECORD)
+        got = files.sha256_beneath(directory, deb.orig, files.MAX_ARCHIVE)
+    except FileNotFoundError as exc:
+        raise FetchError(f"{deb.package} source: {exc.filename} missing after `apt-get source`: {DEB_SRC_FIX}") from None
+    except (OSError, files.UnsafePath) as exc:
+        raise FetchError(f"{deb.package} source: {exc}: remove {directory} and fetch again") from None
+    if hashlib.sha256(dsc_bytes).hexdigest() != deb.dsc_sha256:
         raise FetchError(f"{deb.package} source: {dsc} does not match the pinned sha256 {deb.dsc_sha256}: "
                          f"remove {directory} and fetch again")
-    want = dsc_checksums(dsc.read_text(errors="replace")).get(deb.orig)
-    got = sha256_of(orig)
+    want = dsc_checksums(dsc_bytes.decode(errors="replace")).get(deb.orig)
     if want is None or got != want or got != orig_sha256:
         raise FetchError(f"{deb.package} source: {orig} sha256 {got} differs from the .dsc ({want}) or the "
                          f"recipe ({orig_sha256}): remove {directory} and fetch again")
@@ -72,7 +76,7 @@ def fetch_debian(deb: DebianSource, orig_sha256: str, cache: Path, runner=subpro
     out = (proc.stdout or "") + (proc.stderr or "")
     if "deb-src" in out and "You must put some" in out:
         raise FetchError(f"{deb.package} source: apt has no source entries: {DEB_SRC_FIX}")
-    if proc.returncode != 0 and not (cache / deb.orig).is_file():
+    if proc.returncode != 0 and files.entry_stat(cache, deb.orig) is None:
         tail = " | ".join(out.strip().splitlines()[-2:])
         raise FetchError(f"{deb.package} source: `apt-get source {deb.package}={deb.version}` failed ({tail}): "
                          f"{DEB_SRC_FIX}")

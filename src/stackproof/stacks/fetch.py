@@ -1,11 +1,12 @@
 """Getting a source archive safely: download with progress, sha256 check, and an unpack that either
 completes inside its directory or leaves nothing.
 
-- download(url, dest, sha256): streamed to dest.part while hashing, at most MAX_DOWNLOAD_BYTES and
-  DEADLINE_S seconds in all (a server that streams forever, or one byte at a time, is cut off and
-  named with the limit it hit); renamed to dest only when the size the server announced arrived and
-  the sha256 matches (a wrong or truncated file never stays).
-- verify_file(path, sha256): before anything is unpacked.
+- download(url, dest, sha256): streamed into a private staging directory beside dest (files.Staging:
+  0700, the file 0600, nobody reads it before it is checked) while hashing, at most
+  MAX_DOWNLOAD_BYTES and DEADLINE_S seconds in all (a server that streams forever, or one byte at a
+  time, is cut off and named with the limit it hit); renamed to dest only when the size the server
+  announced arrived and the sha256 matches (a wrong or truncated file never stays, and a link
+  planted at dest is replaced, never written through).
 - safe_extract(archive, dest, sha256=..., tree_sha256=...): unpack.extract, our own member check on
   every Python (no names or links leaving the tree, one top directory, caps on bytes and members)
   and the hash checked at the moment of use; a failure leaves no half-unpacked tree.
@@ -14,13 +15,12 @@ Every failure is a FetchError with one line naming the file or URL and what was 
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stackproof.files import sha256_of  # noqa: F401 - re-exported for sources.py
+from stackproof import files
 from stackproof.stacks import unpack
 from stackproof.stacks.model import StackError
 
@@ -30,6 +30,9 @@ MAX_DOWNLOAD_BYTES = 512 << 20
 CHUNK = 1 << 16
 
 
+sha256_of = files.sha256_of     # for files of ours (builds, provenance): benchbuild, appbuild
+
+
 class FetchError(StackError):
     """A source that could not be fetched, verified or unpacked."""
 
@@ -37,13 +40,6 @@ class FetchError(StackError):
 class ChecksumError(FetchError):
     """Bytes that are not the pinned ones, or an archive that would write outside its tree: never
     a reason to try elsewhere quietly."""
-
-
-def verify_file(path: Path, sha256: str) -> Path:
-    got = sha256_of(path)
-    if got != sha256:
-        raise ChecksumError(f"{path}: sha256 {got} does not match the pinned {sha256}")
-    return path
 
 
 def _progress_printer(log, name: str, total: int | None):
@@ -62,44 +58,44 @@ def _progress_printer(log, name: str, total: int | None):
 
 def download(url: str, dest: Path, sha256: str, log=print, timeout: float = TIMEOUT_S,
              max_bytes: int = MAX_DOWNLOAD_BYTES, deadline_s: float = DEADLINE_S) -> Path:
-    """Fetch url into dest (verified); FetchError on any failure, leaving no dest and no dest.part.
+    """Fetch url into dest (verified); FetchError on any failure, leaving nothing beside dest.
     Each read waits at most `timeout` s (and never past the deadline), so a trickling server is cut
     off within min(timeout, deadline_s) of the deadline."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
     h = hashlib.sha256()
     done = 0
     end = time.monotonic() + deadline_s
     try:
-        req = urllib.request.Request(url, headers={"User-Agent": "stackproof"})
-        with urllib.request.urlopen(req, timeout=min(timeout, deadline_s)) as resp, open(part, "wb") as out:
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-            if total is not None and total > max_bytes:
-                raise FetchError(f"{url}: the server announces {total} bytes, over the size cap of "
-                                 f"{max_bytes} bytes: not downloaded")
-            show = _progress_printer(log, dest.name, total)
-            while True:
-                if time.monotonic() > end:
-                    raise FetchError(f"{url}: not complete after the deadline of {deadline_s:g} s "
-                                     f"({done} bytes): not kept")
-                chunk = resp.read1(CHUNK)
-                if not chunk:
-                    break
-                done += len(chunk)
-                if done > max_bytes:
-                    raise FetchError(f"{url}: more than the size cap of {max_bytes} bytes: not kept")
-                out.write(chunk)
-                h.update(chunk)
-                show(done)
-            show(done, final=True)
-        if total is not None and done != total:
-            raise FetchError(f"{url}: truncated download ({done} of {total} bytes)")
-        got = h.hexdigest()
-        if got != sha256:
-            raise ChecksumError(f"{url}: sha256 {got} does not match the pinned {sha256} (not the pinned release)")
-        os.replace(part, dest)
-        return dest
+        with files.Staging(dest.parent) as stage:
+            req = urllib.request.Request(url, headers={"User-Agent": "stackproof"})
+            with urllib.request.urlopen(req, timeout=min(timeout, deadline_s)) as resp, \
+                    stage.create("download") as out:
+                length = resp.headers.get("Content-Length")
+                total = int(length) if length and length.isdigit() else None
+                if total is not None and total > max_bytes:
+                    raise FetchError(f"{url}: the server announces {total} bytes, over the size cap of "
+                                     f"{max_bytes} bytes: not downloaded")
+                show = _progress_printer(log, dest.name, total)
+                while True:
+                    if time.monotonic() > end:
+                        raise FetchError(f"{url}: not complete after the deadline of {deadline_s:g} s "
+                                         f"({done} bytes): not kept")
+                    chunk = resp.read1(CHUNK)
+                    if not chunk:
+                        break
+                    done += len(chunk)
+                    if done > max_bytes:
+                        raise FetchError(f"{url}: more than the size cap of {max_bytes} bytes: not kept")
+                    out.write(chunk)
+                    h.update(chunk)
+                    show(done)
+                show(done, final=True)
+            if total is not None and done != total:
+                raise FetchError(f"{url}: truncated download ({done} of {total} bytes)")
+            got = h.hexdigest()
+            if got != sha256:
+                raise ChecksumError(f"{url}: sha256 {got} does not match the pinned {sha256} (not the pinned release)")
+            return stage.commit("download", dest.name)
     except urllib.error.HTTPError as exc:
         raise FetchError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
@@ -107,8 +103,6 @@ def download(url: str, dest: Path, sha256: str, log=print, timeout: float = TIME
     except (OSError, ValueError) as exc:       # timeouts, resets, IncompleteRead
         late = " (past the deadline of {:g} s)".format(deadline_s) if time.monotonic() > end else ""
         raise FetchError(f"{url}: download failed ({type(exc).__name__}: {exc}){late}") from None
-    finally:
-        part.unlink(missing_ok=True)
 
 
 def safe_extract(archive: Path, dest: Path, sha256: str | None = None, tree_sha256: str | None = None,

@@ -19,7 +19,10 @@ while its id stays. So git never runs *in* the mirror's repository here:
 Every git process gets an environment built from nothing: no system config, a private global config
 (GIT_CONFIG_GLOBAL) holding our guards (hooksPath=/dev/null, fsmonitor off, no attributes file, only
 the one protocol needed allowed, safe.directory naming exactly this mirror), GIT_NO_REPLACE_OBJECTS,
-GIT_NO_LAZY_FETCH, no terminal prompts. Every failure is a FetchError with one line.
+GIT_NO_LAZY_FETCH, no terminal prompts. Every git runs in a process group of its own, and on a
+timeout the whole group is killed: a mirror whose `config` or `objects/info/alternates` is a FIFO
+blocks git-upload-pack, which must not stay behind, running as root. Every failure is a FetchError
+with one line.
 """
 from __future__ import annotations
 
@@ -27,10 +30,12 @@ import hashlib
 import io
 import os
 import re
+import signal
 import subprocess
 import tarfile
 from pathlib import Path
 
+from stackproof.files import Staging
 from stackproof.stacks.fetch import FetchError
 from stackproof.stacks.unpack import MAX_BYTES, MAX_COMPONENT, MAX_MEMBERS, MAX_PATH, tree_digest
 
@@ -47,35 +52,59 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def isolated_env(work: Path, protocol: str, safe_dirs: tuple[str, ...] = ()) -> dict[str, str]:
+def isolated_env(stage: Staging, protocol: str, safe_dirs: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment of every git process: nothing inherited but PATH and proxy/CA settings, our own
-    global config (written into `work`) with the guards, only `protocol` (file or https) allowed."""
-    cfg = work / "gitconfig"
+    global config (written into the private `stage`) with the guards, only `protocol` (file or https)
+    allowed."""
     lines = ["[core]", "\thooksPath = /dev/null", "\tfsmonitor = false", "\tattributesFile = /dev/null",
              "[protocol]", "\tallow = never", f'[protocol "{protocol}"]', "\tallow = always",
              "[fetch]", "\trecurseSubmodules = false", "\tfsckObjects = false", "[gc]", "\tauto = 0",
              "[maintenance]", "\tauto = false", "[credential]", "\thelper =", "[http]", "\tlowSpeedLimit = 1000",
              "\tlowSpeedTime = 20", "[safe]", *[f"\tdirectory = {_quote(d)}" for d in safe_dirs]]
-    cfg.write_text("\n".join(lines) + "\n")
+    stage.write("gitconfig", ("\n".join(lines) + "\n").encode())
     env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
-    home = work / "home"
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(cfg),
+    home = stage.path / "home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    env.update(HOME=str(home), LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(stage.path / "gitconfig"),
                GIT_ATTR_NOSYSTEM="1", GIT_NO_REPLACE_OBJECTS="1", GIT_NO_LAZY_FETCH="1", GIT_TERMINAL_PROMPT="0",
                GIT_ASKPASS="/bin/false", SSH_ASKPASS="/bin/false", GIT_PROTOCOL_FROM_USER="0")
     return env
 
 
-def _git(repo: Path, args: list[str], env: dict, timeout: float = GIT_TIMEOUT_S, **kw) -> subprocess.CompletedProcess:
-    kw.setdefault("stdout", subprocess.PIPE)
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to the process group of `proc` (it leads one: start_new_session), then reap it. Only
+    before `proc` was reaped: its pid, the group's id, cannot have been reused yet."""
     try:
-        return subprocess.run(["git", f"--git-dir={repo}", *args], stderr=subprocess.PIPE, env=env,
-                              timeout=timeout, stdin=subprocess.DEVNULL, **kw)
-    except subprocess.TimeoutExpired:
-        raise FetchError(f"git {args[0]} timed out after {timeout:.0f} s") from None
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _git(repo: Path, args: list[str], env: dict, timeout: float | None = None, **kw) -> subprocess.CompletedProcess:
+    """git with our environment, in a new session (its own process group: git-upload-pack and
+    whatever else it starts die with it on a timeout)."""
+    timeout = GIT_TIMEOUT_S if timeout is None else timeout
+    cmd = ["git", f"--git-dir={repo}", *args]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=kw.get("stdout", subprocess.PIPE),
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
     except OSError as exc:
         raise FetchError(f"cannot run git ({exc.strerror})") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise FetchError(f"git {args[0]} timed out after {timeout:g} s (it and every process it started "
+                         "were killed)") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:
@@ -91,22 +120,23 @@ def _safe_dirs(local: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def fetch_commit(remote: str | Path, commit: str, work: Path) -> tuple[Path, dict]:
-    """Our own repository in `work` holding `commit` (fetched from `remote`: a local directory, or an
-    https URL), and the environment to read it with. FetchError naming the remote otherwise."""
+def fetch_commit(remote: str | Path, commit: str, stage: Staging, timeout: float | None = None) -> tuple[Path, dict]:
+    """Our own repository in the private `stage` holding `commit` (fetched from `remote`: a local
+    directory, or an https URL), and the environment to read it with. FetchError naming the remote
+    otherwise."""
     local = not str(remote).startswith("https://")
     if local:
         remote = Path(os.path.abspath(remote))
         if not remote.is_dir():
             raise FetchError(f"{remote}: not a directory")
-    env = isolated_env(work, "file" if local else "https", _safe_dirs(remote) if local else ())
-    repo = work / "repo.git"
+    env = isolated_env(stage, "file" if local else "https", _safe_dirs(remote) if local else ())
+    repo = stage.path / "repo.git"
     proc = _git(repo, ["init", "--quiet", "--bare", "--template="], env, timeout=60)
     if proc.returncode != 0:
         raise FetchError(f"git init {repo} failed ({_last_line(proc)})")
     # a full path argument, never an option: an absolute path or an https:// URL
     proc = _git(repo, ["fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head",
-                       "--depth=1", "--", str(remote), commit], env)
+                       "--depth=1", "--", str(remote), commit], env, timeout=timeout)
     if proc.returncode != 0:
         why = _last_line(proc)
         if "not our ref" in why or "couldn't find remote ref" in why:
@@ -149,8 +179,9 @@ def _check_path(path: str) -> None:
         raise FetchError(f"the commit's tree has an unusable path {path[:80]!r}")
 
 
-def export_commit(repo: Path, env: dict, commit: str, top: str, dest: Path) -> str:
-    """Write the commit's tree as a tarball (members under `top/`) to `dest`; its tree digest."""
+def export_commit(repo: Path, env: dict, commit: str, top: str, out) -> str:
+    """Write the commit's tree as a tarball (members under `top/`) to the binary file `out` (a new
+    file of a files.Staging); its tree digest."""
     meta = _git(repo, ["cat-file", "commit", commit], env, timeout=60)
     stamp = _COMMITTER.search(meta.stdout) if meta.returncode == 0 else None
     if not stamp:
@@ -185,11 +216,11 @@ def export_commit(repo: Path, env: dict, commit: str, top: str, dest: Path) -> s
     records, total = [], 0
     try:
         batch = subprocess.Popen(["git", f"--git-dir={repo}", "cat-file", "--batch"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError as exc:
         raise FetchError(f"cannot run git ({exc.strerror})") from None
     try:
-        with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tar:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
             tar.addfile(info("", tarfile.DIRTYPE, 0o755))
             for d in dirs:
                 tar.addfile(info(d, tarfile.DIRTYPE, 0o755))
@@ -214,12 +245,11 @@ def export_commit(repo: Path, env: dict, commit: str, top: str, dest: Path) -> s
                     records.append((f"{top}/{path}", f"file {perm:o}", digest.hexdigest()))
                 batch.stdout.read(1)                  # the newline after each object
     except (OSError, ValueError) as exc:
-        raise FetchError(f"commit {commit[:12]}: writing {dest} failed ({exc})") from None
+        raise FetchError(f"commit {commit[:12]}: writing its tarball failed ({exc})") from None
     finally:
         batch.stdin.close()
         try:
             batch.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            batch.kill()
-            batch.wait()
+            _kill_group(batch)
     return tree_digest(records)

@@ -63,15 +63,22 @@ def pip_command(python: str, args: list[str]) -> list[str]:
     return [python, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
 
 
+# Wheels only, for `stack lock`'s resolution as for the install: pip builds an sdist by running its
+# build backend (setup.py), and this runs as root (issue 42).
+ONLY_BINARY = "--only-binary=:all:"
+
+
 def dry_run_command(python: str, reqs: list[str], report: Path, index: list[str] = ()) -> list[str]:
-    """Resolve `reqs` against the registry without installing (independent of what is installed)."""
-    return pip_command(python, ["install", "--dry-run", "--ignore-installed", "--quiet",
+    """Resolve `reqs` against the registry without installing (independent of what is installed);
+    wheels only."""
+    return pip_command(python, ["install", "--dry-run", "--ignore-installed", "--quiet", ONLY_BINARY,
                                 "--report", str(report), *index, *reqs])
 
 
 def locked_args(lock: Path, index: list[str] = ()) -> list[str]:
-    """pip install arguments for exactly the lock's files: every one hash-checked, nothing else pulled in."""
-    return ["--require-hashes", "--no-deps", *index, "-r", str(lock)]
+    """pip install arguments for exactly the lock's files: every one hash-checked, a wheel, nothing else
+    pulled in."""
+    return ["--require-hashes", "--no-deps", ONLY_BINARY, *index, "-r", str(lock)]
 
 
 def _pip_reason(output: str) -> str:

@@ -18,22 +18,29 @@ Then the tree is written into a fresh private directory beside the destination: 
 (O_EXCL | O_NOFOLLOW, modes 0644/0755, the archive's mtimes: builds compare them), hard links, and
 the symlinks last. Only a complete, verified tree is renamed into place.
 
+The archive itself is opened through stackproof.files: never through a symbolic link, only a
+regular file (non-blocking: a FIFO swapped in does not hang), at most files.MAX_ARCHIVE bytes copied.
+tarfile reads each header's body whole before anything can look at it: a pax or GNU long-name header
+declaring 600 MB made it allocate 600 MB (the OOM killer, or a MemoryError traceback under a memory
+limit), and 3,000 chained headers recursed past Python's limit. So a header body over MAX_HEADER
+bytes, or more than MAX_HEADER_CHAIN extended headers before one member, is refused before tarfile
+reads it (_GuardedInfo), and a RecursionError or MemoryError still raised is one line.
+
 Integrity is checked at the moment of use: with `sha256`, the archive is first copied into that
 private directory and hashed there, and only that copy is read; with `tree_sha256`, the digest of the
-tree actually written (tree_digest) must match. This module needs only the standard library and
-stackproof.errors, so the tests run it under both interpreters.
+tree actually written (tree_digest) must match. This module needs only the standard library,
+stackproof.errors and stackproof.files, so the tests run it under both interpreters.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
-import stat
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackproof import files
 from stackproof.errors import StackproofError
 
 MAX_BYTES = 2 << 30         # 2 GiB unpacked (SW4 3.0's tree is 77 MB, hypre 2.26's 50 MB)
@@ -41,6 +48,8 @@ MAX_MEMBERS = 100_000       # SW4 3.0 has 1,482 files, hypre 2.26 about 3,000
 MAX_PATH = 1024             # bytes of a member name (PATH_MAX is 4096; long names are the CVE's lever)
 MAX_COMPONENT = 255         # bytes of one name component (NAME_MAX)
 MAX_LINK_HOPS = 40          # the kernel's limit on symlinks in one resolution
+MAX_HEADER = 64 << 10       # bytes of one pax / GNU long-name header body (a real one is a few hundred)
+MAX_HEADER_CHAIN = 8        # extended headers in a row before a member (pax + long name + long link: 3)
 CHUNK = 1 << 20
 
 
@@ -50,6 +59,64 @@ class ArchiveError(StackproofError):
 
 class UnsafeArchive(ArchiveError):
     """An archive that would write outside its tree, exceed a cap, or is not the pinned bytes."""
+
+
+class _HeaderRefused(UnsafeArchive):
+    """Raised inside tarfile's header parsing (no label there); extract() adds the archive's name."""
+
+
+_EXTENDED = {tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global", tarfile.SOLARIS_XHDTYPE: "pax",
+             tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link"}
+
+
+class _GuardedInfo(tarfile.TarInfo):
+    """tarfile's member header, refusing an extended header before its body is read: over MAX_HEADER
+    bytes, or past MAX_HEADER_CHAIN in a row (tarfile reads each chained header recursively).
+    _proc_member is the hook tarfile documents for subclasses."""
+
+    def _proc_member(self, tar):
+        kind = _EXTENDED.get(self.type)
+        if kind is None:
+            return super()._proc_member(tar)
+        if self.size > MAX_HEADER:
+            raise _HeaderRefused(f"a {kind} header of {self.size} bytes (at most {MAX_HEADER}) at offset "
+                                 f"{self.offset}: not read")
+        depth = getattr(tar, "_stackproof_chain", 0) + 1
+        if depth > MAX_HEADER_CHAIN:
+            raise _HeaderRefused(f"more than {MAX_HEADER_CHAIN} extended headers in a row at offset {self.offset}: "
+                                 "not read")
+        tar._stackproof_chain = depth
+        try:
+            return super()._proc_member(tar)
+        finally:
+            tar._stackproof_chain = depth - 1
+
+
+def _open_tar(fileobj, label: str) -> tarfile.TarFile:
+    return tarfile.open(fileobj=fileobj, mode="r:*", tarinfo=_GuardedInfo)
+
+
+def _unreadable(label: str, exc: BaseException, verb: str) -> ArchiveError:
+    """The one-line error for what reading an archive raised."""
+    if isinstance(exc, _HeaderRefused):
+        return UnsafeArchive(f"{label}: {exc}: not unpacked")
+    if isinstance(exc, RecursionError):
+        return UnsafeArchive(f"{label}: headers nested too deeply to read: not unpacked")
+    if isinstance(exc, MemoryError):
+        return UnsafeArchive(f"{label}: reading it needs more memory than this process may use: not unpacked")
+    return ArchiveError(f"{label}: cannot {verb} ({type(exc).__name__}: {exc})")
+
+
+def _open_archive(archive: Path, label: str):
+    """The archive as a binary file (files.open_file: no link, a regular file, non-blocking open)."""
+    archive = Path(archive)
+    try:
+        fh, _st = files.open_file(archive.parent, archive.name, files.MAX_ARCHIVE)
+        return fh
+    except files.UnsafePath as exc:
+        raise UnsafeArchive(f"{exc}: not unpacked") from None
+    except OSError as exc:
+        raise ArchiveError(f"{label}: cannot open ({exc.strerror})") from None
 
 
 @dataclass
@@ -244,28 +311,20 @@ def _write(tar: tarfile.TarFile, entries: list[_Entry], root: str, label: str, m
     return tree_digest(records)
 
 
-def _private_copy(archive: Path, into: str, sha256: str, label: str) -> str:
-    """Copy `archive` (never through a symlink, only a regular file) into the private directory,
-    hashing the copy; the path of the copy, or UnsafeArchive when its bytes are not the pinned ones."""
+def _private_copy(archive: Path, stage: files.Staging, sha256: str, label: str):
+    """Copy `archive` (files.open_file's rules, at most files.MAX_ARCHIVE bytes) into the private
+    staging directory, hashing the copy; the copy opened for reading, or UnsafeArchive when its bytes
+    are not the pinned ones."""
     try:
-        fd = os.open(archive, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        got = stage.copy_from(archive.parent, archive.name, "archive", files.MAX_ARCHIVE)
+    except files.UnsafePath as exc:
+        raise UnsafeArchive(f"{exc}: not unpacked") from None
     except OSError as exc:
-        raise ArchiveError(f"{label}: cannot open ({exc.strerror}{', a symlink' if os.path.islink(archive) else ''})"
-                           ) from None
-    copy = os.path.join(into, ".archive")
-    h = hashlib.sha256()
-    with os.fdopen(fd, "rb") as src:
-        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-            raise UnsafeArchive(f"{label}: not a regular file: not unpacked")
-        with open(copy, "xb") as out:
-            for block in iter(lambda: src.read(CHUNK), b""):
-                h.update(block)
-                out.write(block)
-    got = h.hexdigest()
+        raise ArchiveError(f"{label}: cannot open ({exc.strerror})") from None
     if got != sha256:
         raise UnsafeArchive(f"{label}: sha256 {got} does not match the pinned {sha256} (checked as it was "
                             "unpacked): not unpacked")
-    return copy
+    return files.open_file(stage.fd, "archive", files.MAX_ARCHIVE)[0]
 
 
 def extract(archive: Path, dest: Path, sha256: str | None = None, tree_sha256: str | None = None,
@@ -275,17 +334,19 @@ def extract(archive: Path, dest: Path, sha256: str | None = None, tree_sha256: s
     archive, dest = Path(archive), Path(dest)
     label = str(archive)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent)      # mode 0700, ours alone
-    try:
-        source = _private_copy(archive, work, sha256, label) if sha256 else str(archive)
-        tree = os.path.join(work, "tree")
+    with files.Staging(dest.parent) as stage:          # mode 0700, ours alone
+        # the copy in our private directory when hashed, else the archive itself (files' rules)
+        source = _private_copy(archive, stage, sha256, label) if sha256 else _open_archive(archive, label)
+        tree = os.path.join(stage.path, "tree")
         os.mkdir(tree, 0o755)
         try:
-            with tarfile.open(source) as tar:
+            with source, _open_tar(source, label) as tar:
                 entries = plan(tar, label, top, max_bytes, max_members)
                 digest = _write(tar, entries, tree, label, max_bytes)
-        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-            raise ArchiveError(f"{label}: cannot unpack ({type(exc).__name__}: {exc})") from None
+        except UnsafeArchive as exc:
+            raise (_unreadable(label, exc, "unpack") if isinstance(exc, _HeaderRefused) else exc) from None
+        except (tarfile.TarError, EOFError, OSError, ValueError, RecursionError, MemoryError) as exc:
+            raise _unreadable(label, exc, "unpack") from None
         if tree_sha256 and digest != tree_sha256:
             raise UnsafeArchive(f"{label}: tree sha256 {digest} does not match the pinned {tree_sha256}: "
                                 "not unpacked")
@@ -295,8 +356,6 @@ def extract(archive: Path, dest: Path, sha256: str | None = None, tree_sha256: s
             shutil.rmtree(dest)
         os.replace(tree, dest)
         return digest
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def archive_tree_digest(archive: Path, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMBERS) -> str:
@@ -305,24 +364,22 @@ def archive_tree_digest(archive: Path, max_bytes: int = MAX_BYTES, max_members: 
     label = str(archive)
     records, digests = [], {}
     try:
-        fd = os.open(archive, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise UnsafeArchive(f"{label}: not a regular file")
-            with tarfile.open(fileobj=fh) as tar:
-                for e in plan(tar, label, None, max_bytes, max_members):
-                    if e.kind == "file":
-                        h = hashlib.sha256()
-                        src = tar.extractfile(e.member)
-                        for block in iter(lambda: src.read(CHUNK), b""):
-                            h.update(block)
-                        mode = 0o755 if e.member.mode & 0o111 else 0o644
-                        digests[e.path] = (f"file {mode:o}", h.hexdigest())
-                        records.append((e.path, *digests[e.path]))
-                    elif e.kind == "hardlink":
-                        records.append((e.path, *digests[e.target]))
-                    elif e.kind == "symlink":
-                        records.append((e.path, "symlink", e.target))
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise ArchiveError(f"{label}: cannot read ({type(exc).__name__}: {exc})") from None
+        with _open_archive(archive, label) as fh, _open_tar(fh, label) as tar:
+            for e in plan(tar, label, None, max_bytes, max_members):
+                if e.kind == "file":
+                    h = hashlib.sha256()
+                    src = tar.extractfile(e.member)
+                    for block in iter(lambda: src.read(CHUNK), b""):
+                        h.update(block)
+                    mode = 0o755 if e.member.mode & 0o111 else 0o644
+                    digests[e.path] = (f"file {mode:o}", h.hexdigest())
+                    records.append((e.path, *digests[e.path]))
+                elif e.kind == "hardlink":
+                    records.append((e.path, *digests[e.target]))
+                elif e.kind == "symlink":
+                    records.append((e.path, "symlink", e.target))
+    except UnsafeArchive as exc:
+        raise (_unreadable(label, exc, "read") if isinstance(exc, _HeaderRefused) else exc) from None
+    except (tarfile.TarError, EOFError, OSError, ValueError, RecursionError, MemoryError) as exc:
+        raise _unreadable(label, exc, "read") from None
     return tree_digest(records)

@@ -20,9 +20,9 @@ UNEXPLAINED = Owner("unexplained", "unexplained", "unexplained (hardware/hypervi
 HYPERVISOR = Owner("hypervisor", "hypervisor", "hypervisor (vCPU not running: ticks missed)")
 MERGE_GAP_NS = 100_000       # a culprit's segments closer than this are one occurrence
 # The cost of switching to a task and back (scheduler, wake-up, cache refill) falls in FWQ's detour
-# but outside the task's trace segment: the residual of detours holding one switched-in task was
-# 14 us median, 26 us p90 on this VM (tests/data/hunt). Up to this much of a detour's residual is
-# charged to the task switched in; the rest stays unexplained.
+# but outside the task's trace segment: above the residual of detours holding one switched-in task in
+# tests/data/hunt (its median and p90 here: docs/performance.md, "Measured here, cited by the code").
+# Up to this much of a detour's residual is charged to the task switched in; the rest stays unexplained.
 SWITCH_COST_US = 30.0
 
 

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from stackproof import files
 from stackproof.errors import StackproofError
 from stackproof.noise.scale import loggp as lg
 from stackproof.noise.scale.collectives import ALGORITHMS
@@ -109,47 +110,58 @@ def _placements(text: str) -> list[str]:
     return names
 
 
-def _loggp(args, curves) -> lg.LogGP:
+def _parse_output(kind: str, path: Path):
+    """A benchmark's output file in a job's output directory, read through stackproof.files."""
+    from stackproof.benchparse import PARSERS
+    try:
+        text = files.read_in(path.parent, path.name).decode(errors="replace")
+    except (OSError, files.UnsafePath) as exc:
+        raise StackproofError(f"{path}: cannot read benchmark output ({exc})") from None
+    return PARSERS[kind](text, str(path))
+
+
+def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
     from stackproof.benchparse import parse_file
     params = lg.LogGP()
-    candidates = [("osu", Path(args.loggp_from))] if args.loggp_from else list(curves)
+    candidates = [("osu", Path(loggp_from))] if loggp_from else list(curves)
     for kind, path in candidates:
         try:
             if kind == "osu":
-                result = parse_file("osu", path)
+                result = parse_file("osu", path) if loggp_from else _parse_output("osu", path)
                 values = result.values()
                 if result.metric == "latency":
                     params = lg.fit(list(values), list(values.values()), f"osu_latency {path}")
                 else:
                     params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
             else:
-                netpipe = parse_file("netpipe", path)
+                netpipe = _parse_output("netpipe", path)
                 params = lg.fit(netpipe.sizes, netpipe.times_us, f"NetPIPE {path}")
             break
         except StackproofError as exc:
-            if args.loggp_from:
+            if loggp_from:
                 raise
             print(f"noise project: skipping {path}: {exc}", file=sys.stderr)
-    if args.loggp:
-        params = lg.override(params, args.loggp)
+    if loggp:
+        params = lg.override(params, loggp)
     return params
 
 
-def _noises(args):
-    if args.signature:
-        return {args.signature: (parse_signature(args.signature), None)}, []
-    from stackproof.noise.trace import load
-    run = load_run(args.run, args.stack)
-    wanted = [p.strip() for p in args.profile.split(",")] if args.profile else list(run.traces)
-    missing = [p for p in wanted if p not in run.traces]
+def _noises(run: str | None, signature: str | None, stack: str | None, profiles: list[str] | None):
+    if signature:
+        return {signature: (parse_signature(signature), None)}, []
+    from stackproof.noise.trace import load_in
+    found = load_run(run, stack)
+    wanted = profiles or list(found.traces)
+    missing = [p for p in wanted if p not in found.traces]
     if missing:
-        raise StackproofError(f"{run.origin}: no FWQ trace for profile {', '.join(missing)}; "
-                              f"measured: {', '.join(run.traces)}")
+        raise StackproofError(f"{found.origin}: no FWQ trace for profile {', '.join(missing)}; "
+                              f"measured: {', '.join(found.traces)}")
     out = {}
     for p in wanted:
-        trace = load(run.traces[p])
+        # a job's output directory (sources.load_run resolved the user's own path): stackproof.files
+        trace = load_in(found.traces[p].parent, found.traces[p].name)
         out[p] = (from_trace(trace), trace.nranks)
-    return out, run.curves
+    return out, found.curves
 
 
 # ------------------------------------------------------------------ run
@@ -170,45 +182,63 @@ def sweep(noises: dict, params: lg.LogGP, scenarios: list[Scenario], progress=No
     return rows
 
 
-def cmd_project(args) -> int:
-    nodes = _int_list(args.nodes, "--nodes")
-    interval = _time_us(args.interval, "--interval")
-    collectives = parse_collectives(args.collective)
-    fractions = _float_list(args.noisy_fraction, "--noisy-fraction", 0.0, 1.0)
-    placements = _placements(args.placement)
-    if not 0 <= args.nonblocking < 1:
+def project(*, run: str | None = None, signature: str | None = None, stack: str | None = None,
+            profiles: list[str] | None = None, nodes: list[int], interval_us: float = 1000.0,
+            iterations: int = 1000, collectives: list[str] = ("binomial",), fractions: list[float] = (1.0,),
+            placements: list[str] = ("random",), overlap: float = 0.0, message_bytes: int = 8,
+            loggp: str | None = None, loggp_from: str | None = None, seed: int = 0, progress=None) -> dict:
+    """The projection of `run`'s FWQ traces (or of a synthetic `signature`) to `nodes` nodes: the
+    document `stackproof noise project` prints and writes (write_outputs). StackproofError, one line,
+    for bad values or a run it cannot use."""
+    if not 0 <= overlap < 1:
         raise StackproofError("--nonblocking OVERLAP must be in [0, 1)")
-    if args.iterations < 1:
+    if iterations < 1:
         raise StackproofError("--iterations must be >= 1")
-    if args.message_size < 0:
+    if message_bytes < 0:
         raise StackproofError("--message-size must be >= 0")
     try:
-        noises, curves = _noises(args)
-        params = _loggp(args, curves)
-        scenarios = [Scenario(nodes=n, collective=c, noisy_fraction=f, placement=p, overlap=args.nonblocking,
-                              interval_us=interval, iterations=args.iterations, message_bytes=args.message_size,
-                              seed=args.seed)
+        noises, curves = _noises(run, signature, stack, profiles)
+        params = _loggp(loggp, loggp_from, curves)
+        scenarios = [Scenario(nodes=n, collective=c, noisy_fraction=f, placement=p, overlap=overlap,
+                              interval_us=interval_us, iterations=iterations, message_bytes=message_bytes,
+                              seed=seed)
                      for c, f, p, n in itertools.product(collectives, fractions, placements, nodes)]
-        rows = sweep(noises, params, scenarios, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        rows = sweep(noises, params, scenarios, progress=progress)
     except (NoiseModelError, lg.LogGPError) as exc:
         raise StackproofError(str(exc)) from None
-    doc = {"source": args.run or args.signature, "loggp": params.as_dict(),
-           "noise": {p: {"fraction": n.fraction, "span_us": n.span_us, "detours": int(n.starts_us.size),
-                         "app_cores": cores} for p, (n, cores) in noises.items()},
-           "rows": rows}
+    return {"source": run or signature, "loggp": params.as_dict(),
+            "noise": {p: {"fraction": n.fraction, "span_us": n.span_us, "detours": int(n.starts_us.size),
+                          "app_cores": cores} for p, (n, cores) in noises.items()},
+            "rows": rows}
+
+
+def write_outputs(doc: dict, out: Path) -> None:
+    """project.json, project.md and project-slowdown.png in `out`."""
     from stackproof.noise.scale.render import markdown, plot
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "project.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / "project.md").write_text(markdown(doc))
+        plot(doc, out / "project-slowdown.png")
+    except OSError as exc:
+        raise StackproofError(f"-o {out}: cannot write ({exc.strerror})") from None
+
+
+def cmd_project(args) -> int:
+    doc = project(run=args.run, signature=args.signature, stack=args.stack,
+                  profiles=[p.strip() for p in args.profile.split(",")] if args.profile else None,
+                  nodes=_int_list(args.nodes, "--nodes"), interval_us=_time_us(args.interval, "--interval"),
+                  iterations=args.iterations, collectives=parse_collectives(args.collective),
+                  fractions=_float_list(args.noisy_fraction, "--noisy-fraction", 0.0, 1.0),
+                  placements=_placements(args.placement), overlap=args.nonblocking,
+                  message_bytes=args.message_size, loggp=args.loggp, loggp_from=args.loggp_from, seed=args.seed,
+                  progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.outdir:
-        out = Path(args.outdir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "project.json").write_text(json.dumps(doc, indent=1) + "\n")
-            (out / "project.md").write_text(markdown(doc))
-            plot(doc, out / "project-slowdown.png")
-        except OSError as exc:
-            raise StackproofError(f"-o {out}: cannot write ({exc.strerror})") from None
+        write_outputs(doc, Path(args.outdir))
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()
     else:
+        from stackproof.noise.scale.render import markdown
         print(markdown(doc), end="")
     return 0

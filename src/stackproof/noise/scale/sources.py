@@ -11,6 +11,7 @@ RUN is one of
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,8 @@ def load_run(spec: str, stack: str | None = None) -> RunData:
     if not path.exists():
         raise StackproofError(f"--run {spec}: no such file or directory")
     if path.is_file() and path.suffix != ".json":
-        fwqtrace.load(path)                              # a trace: fail now if it is not one
+        path = Path(os.path.realpath(path))              # the user's own path, followed once here
+        fwqtrace.load_in(path.parent, path.name)         # a trace: fail now if it is not one
         return RunData(origin=str(path), traces={"measured": path})
     report = _report_file(path)
     if report is None:

@@ -43,8 +43,9 @@ VC_EXCLUDES = ["/usr/lib/gcc/", "/usr/include/", "/usr/share/locale/", "/usr/sha
                "/usr/bin/x86_64-linux-gnu-lto-dump-*", "/usr/lib/x86_64-linux-gnu/*.a",
                "/usr/lib/x86_64-linux-gnu/lib[alt]san.so*", "/usr/lib/x86_64-linux-gnu/libubsan.so*",
                "/usr/lib/x86_64-linux-gnu/perl/*/CORE/", "/var/cache/", "/var/lib/apt/"]
-# zstd: measured here (2 loaded cores) iPXE loads ~7 MB/s over HTTP in TCG, and the guest unpacks the
-# plain and the zstd cpio in about the same time, so the 2.5x smaller archive boots faster.
+# zstd: iPXE's HTTP download under TCG is the slow part of a boot (its rate: docs/performance.md), and
+# the guest unpacks the plain and the zstd cpio in about the same time, so the 2.5x smaller archive
+# boots faster.
 IMAGE_COMPRESSION = "zstd"
 
 

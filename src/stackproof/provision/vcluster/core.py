@@ -37,7 +37,10 @@ def log(msg: str) -> None:
 def head_slurm_conf(node_conf: str, run: Path, plugstack: Path) -> str:
     """The nodes' slurm.conf (rendered by the slurm overlay) with the controller-side paths moved
     into run/, slurmctld running as root on the head's private munge socket, and the controller's
-    address given (the head has no resolver for "head"; the nodes have /etc/hosts)."""
+    address given (the head has no resolver for "head"; the nodes have /etc/hosts). Of the nodes'
+    CommunicationParameters the head keeps NoCtldInAddrAny: slurmctld binds head's address (its
+    run/etc/hosts, head.start_slurmctld); clients on the head bind as usual (the host's name there
+    does not resolve to the bridge)."""
     repl = {"StateSaveLocation": f"{run}/slurmctld-state", "SlurmctldPidFile": f"{run}/slurmctld.pid",
             "SlurmctldLogFile": f"{run}/slurmctld.log", "PlugStackConfig": str(plugstack), "SlurmUser": "root"}
     out = []
@@ -45,6 +48,11 @@ def head_slurm_conf(node_conf: str, run: Path, plugstack: Path) -> str:
         key = ln.split("=", 1)[0]
         if key == "SlurmctldHost" and "(" not in ln:
             ln = f"{ln}({HEAD_ADDR})"
+        if key == "CommunicationParameters":
+            kept = [p for p in ln.split("=", 1)[1].split(",") if p == "NoCtldInAddrAny"]
+            if not kept:
+                continue
+            ln = f"{key}={','.join(kept)}"
         out.append(f"{key}={repl.pop(key)}" if key in repl else ln)
     out += [f"{k}={v}" for k, v in repl.items()]
     out.insert(0, f"AuthInfo=socket={run}/munge.socket")
@@ -124,6 +132,7 @@ class VCluster:
         node_slurm = rendered[vnodes[0].name]["system"]["etc/slurm/slurm.conf"].data
         (etc / "plugstack.conf").write_text(self._head_plugstack())
         (etc / "slurm.conf").write_text(head_slurm_conf(node_slurm, self.run, etc / "plugstack.conf"))
+        (etc / "hosts").write_text(f"127.0.0.1 localhost\n{HEAD_ADDR} head\n")     # slurmctld's (NoCtldInAddrAny)
         cg = rendered[vnodes[0].name]["system"].get("etc/slurm/cgroup.conf")
         (etc / "cgroup.conf").write_text(cg.data if cg else "CgroupPlugin=autodetect\n")
         (self.run / "slurmctld-state").mkdir(exist_ok=True)

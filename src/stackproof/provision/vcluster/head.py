@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -169,12 +170,17 @@ def start_munged(key: Path, run: Path) -> int:
 
 
 def start_slurmctld(conf: Path, run: Path) -> int:
-    """slurmctld insists that the host is named like SlurmctldHost: its own UTS namespace, 'head'."""
+    """slurmctld insists that the host is named like SlurmctldHost: its own UTS namespace, 'head'; and
+    a mount namespace whose /etc/hosts (run/etc/hosts) resolves 'head' to the head's address, which
+    it binds alone (CommunicationParameters=NoCtldInAddrAny), not every address."""
     pid = read_pid(run / "slurmctld.pid")
     if alive(pid):
         os.kill(pid, signal.SIGTERM)
         _wait_gone([pid])
-    sh(ns() + ["unshare", "--uts", "sh", "-c", f"hostname head && exec /usr/sbin/slurmctld -c -f {conf}"])
+    hosts = run / "etc" / "hosts"
+    inner = (f"hostname head && mount --bind {shlex.quote(str(hosts))} /etc/hosts && "
+             f"exec /usr/sbin/slurmctld -c -f {shlex.quote(str(conf))}")
+    sh(ns() + ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", inner])
     return _wait_pidfile(run / "slurmctld.pid", "slurmctld", run / "slurmctld.log")
 
 

@@ -10,12 +10,24 @@ is two modules of the pinned cloud kernel (fuse, virtiofs; it has no 9p) and a u
 shares before slurmd starts. vhost-user needs the VM's memory in a shared memfd (same size).
 
 Shares (tag -> host path, mounted at the same path on the nodes):
-  spk-share   <root>/share, read-write: ReFrame's vcluster prefix (stage and output directories)
+  spk-share   <root>/share, read-write: ReFrame's stage directories for the vcluster system (its output
+              directories, perflogs and reports stay on the head: reframe-tests/config/systems/vcluster.py)
   spk-stacks  $STACKPROOF_STACKS_ROOT (default /opt/stackproof/stacks), read-only, when it exists
+
+A node is another party to the head (issue 42): root in a VM is root on a share, since virtiofsd
+writes with the guest's ids. So "read-only" is enforced on the head, not by the guest's mount option
+(a guest's root can remount): that share's virtiofsd runs in a mount namespace of its own where its
+source is a read-only bind mount. The read-write share's virtiofsd drops CAP_MKNOD and CAP_SETFCAP (no
+device node, no file capability made on the head's filesystem), the guests mount it nosuid,nodev,
+and what the nodes write there is read on the head only through stackproof.files (failure_detail,
+parse_output, the report's traces and curves); ReFrame's own copy of job files into the output
+directory follows links, so StackCheck removes links, FIFOs and devices from the stage directory
+first (stackproof.reframe.check).
 """
 from __future__ import annotations
 
 import io
+import shlex
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -79,9 +91,16 @@ def qemu_args(run: Path, node: str, memory_mb: int, items: list[Share]) -> list[
 
 
 def virtiofsd_command(run: Path, node: str, share: Share) -> list[str]:
+    """virtiofsd for one node and share; a read-only share's source is a read-only bind mount in a
+    mount namespace of its own (the head enforces it, whatever the guest mounts)."""
     # sandbox=chroot: the namespace sandbox needs privileges a container may not give
-    return [str(VIRTIOFSD), f"--socket-path={socket_path(run, node, share)}", "-o", f"source={share.path}",
-            "-o", "sandbox=chroot", "-o", "cache=auto", "-o", "log_level=warn"]
+    cmd = [str(VIRTIOFSD), f"--socket-path={socket_path(run, node, share)}", "-o", f"source={share.path}",
+           "-o", "sandbox=chroot", "-o", "cache=auto", "-o", "log_level=warn"]
+    if not share.readonly:
+        return cmd + ["-o", "modcaps=-mknod:-setfcap"]
+    src = shlex.quote(str(share.path))
+    inner = f"mount --bind {src} {src} && mount -o remount,bind,ro {src} && exec {shlex.join(cmd)}"
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
 
 
 def preflight() -> list[str]:
@@ -94,7 +113,7 @@ def mount_script(items: list[Share], release: str) -> str:
     lines = ["#!/bin/sh", "# rendered by stackproof vcluster: the head's shared directories (virtiofs)"]
     lines += [f"insmod /lib/modules/{release}/{m} 2>/dev/null || true" for m in MODULES]
     for s in items:
-        opts = "ro" if s.readonly else "rw"
+        opts = "ro" if s.readonly else "rw,nosuid,nodev"
         lines += [f"mkdir -p '{s.path}'",
                   f"mount -t virtiofs -o {opts} {s.tag} '{s.path}' || {{ echo 'vcluster: share {s.tag} failed'; exit 1; }}",
                   f"echo 'vcluster: share {s.tag} at {s.path}'"]
