@@ -18,7 +18,8 @@ stack must pass `stackproof stack check NAME --kind local|slurm`: one error nami
 the fix, exit 2. Exit status is ReFrame's, except that a run that measured nothing fails: 0 test
 cases selected, or a GPU partition whose GPU checks were all skipped. Environment:
 STACKPROOF_RFM_PREFIX, STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX, STACKPROOF_STACKS_ROOT,
-STACKPROOF_STACKS_DIR, STACKPROOF_<STACK>_VIEW, STACKPROOF_REPEAT (docs/acceptance.md).
+STACKPROOF_STACKS_DIR, STACKPROOF_<STACK>_VIEW, STACKPROOF_BLOCKS, STACKPROOF_BLOCK_LAUNCHES,
+STACKPROOF_BLOCK_STACKS (docs/acceptance.md).
 
 This file only parses the command line: the run is stackproof.reframe.session's.
 """
