@@ -92,12 +92,14 @@ class Progress:
 
 def reframe_cmd(target: Target, stacks: list[str], select: list[str], report: Path, extra=()) -> list[str]:
     """The session's `reframe` command (session.command): these stacks, the checks `select` picks
-    (ReFrame -t / -n options). ReFrame's asynchronous policy: the cluster itself runs one job at a time
+    (ReFrame -t / -n options), ReFrame's performance report at its end (each stack's figures, in
+    reframe.log). ReFrame's asynchronous policy: the cluster itself runs one job at a time
     (--exclusive, --dependency=singleton, max_jobs=1), and the policy notices a finished job within a
     poll (poll_rate_* in config/common.py), where the serial policy's Slurm wait sleeps 1, 2, 3 s in
     turn."""
     return session.command(target, stacks=stacks, policy="async",
-                           extra=[*select, "-x", ".*%size=paper", "--report-file", str(report), *extra])
+                           extra=[*select, "-x", ".*%size=paper", "--performance-report", "--report-file", str(report),
+                                  *extra])
 
 
 # ReFrame and what it forks (sbatch, squeue) at the lowest CPU priority: on the test cluster the jobs

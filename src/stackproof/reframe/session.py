@@ -204,6 +204,27 @@ def command(tgt: Target, *, stacks: list[str] | None = None, tag: str | None = N
     return cmd + (["--dry-run"] if dry_run else ["-r"]) + list(extra)
 
 
+def compare_groups(system: str, tag: str = "compare") -> list[tuple[str, list[str]]]:
+    """(check, columns) for ReFrame's --performance-compare of every check tagged `tag` on `system`:
+    `basename` and the check's own parameters (its blocks left out: they are samples of one case), as
+    `reframe --describe` names them. ReFrame cannot join a parameter column one side lacks, so each
+    check is compared on its own (make reframe-compare)."""
+    proc = subprocess.run([reframe_executable(), "-C", str(CONFIG), "--system", system, "-t", f"^{tag}$",
+                           "--describe"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"reframe --describe -t {tag}: {proc.stderr.strip()[-300:] or proc.stdout[-300:]}")
+    try:
+        described = json.loads(proc.stdout)
+    except ValueError:
+        raise StackproofError(f"reframe --describe: unexpected output {proc.stdout[:200]!r}") from None
+    out: dict[str, list[str]] = {}
+    for d in described:
+        params = [w.split("=", 1)[0][1:] for w in str(d.get("display_name", "")).split()[1:] if w.startswith("%")]
+        cols = out.setdefault(str(d.get("@class")), ["basename"])
+        cols += [p for p in params if p not in ("block_index",) and not p.startswith(".") and p not in cols]
+    return sorted(out.items())
+
+
 def session_env(stacks: list[str], env: dict | None = None) -> dict:
     """The session's environment: ReFrame runs a test's environments in the partition's order, the
     stacks in the order given (config/partitions.py run_order), so a pair runs A B or B A as asked."""
