@@ -1,5 +1,7 @@
 """The comparison engine (stackproof.comparison): exact tests and intervals of a ratio, the family rule
 over many metrics, the sequential looks. Every random draw has a fixed seed."""
+import json
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,33 @@ def test_launches_an_open_metric_would_need():
     assert launches_to_decide(1.0, 3.0, 8, 0.05, d, 1, w) is None
     # a fixed design is continued at its last spacing and alpha
     assert launches_to_decide(1.0, 0.05, 10, 0.05, Design(), 3, w)[1] > 0
+
+
+def test_the_either_test_prints_the_level_it_guarantees():
+    """Picking the test with the smaller p after the fact keeps coverage 1 - (the two intervals'
+    non-coverage added up), each at 1 - a/2: that is the level printed, not the chosen test's own."""
+    from stackproof.comparison import EitherTest, block_test
+    rng = np.random.default_rng(9)
+    b, o = rng.lognormal(0, 0.1, 8), rng.lognormal(0.3, 0.1, 8)
+    blk = [i // 2 for i in range(8)]
+    within, two = block_test(b, o, blk, blk), two_sample_test(b, o)
+    t = EitherTest(within, two)
+    lo, hi, level = t.interval(0.99)
+    own = [x.interval(0.995, strict=True) for x in (within, two)]
+    assert level == pytest.approx(1 - sum(1 - c for _, _, c in own)) and level >= 0.99
+    assert (lo, hi) == own[[within, two].index(t.chosen)][:2]
+    assert t.p == pytest.approx(2 * min(within.p, two.p))
+
+
+def test_an_open_design_is_recorded_and_read_back():
+    from dataclasses import replace
+
+    from stackproof.comparison import open_design
+    from stackproof.report.stats import design_from
+    d = replace(open_design(8, 8, blocks=True), ran=3)
+    rec = d.as_dict()
+    assert rec["looks"] == [8, 16, 24] and rec["step"] == 8 and rec["looks_run"] == 3 and rec["blocks"]
+    back = design_from(json.loads(json.dumps(rec)))
+    assert back.open and back.schedule == d.schedule and back.alphas == pytest.approx(d.alphas)
+    with pytest.raises(ValueError):
+        design_from({**rec, "step": -1})

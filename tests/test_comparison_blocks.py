@@ -14,8 +14,8 @@ import pytest
 
 from comparison_sim import (any_call_rate, apply_components, block_launches, block_model, compare_blocks, decided_share,
                             found, load_host)
-from stackproof.comparison import (Design, design, headline_weights, lone_threshold, open_alpha, open_design,
-                                   variance_components)
+from stackproof.comparison import (Design, design, headline_weights, lone_threshold, metric_flags, open_alpha,
+                                   open_design, variance_components)
 
 HOST = load_host()
 M = len(HOST["metrics"])
@@ -106,6 +106,9 @@ def test_a_design_that_cannot_call_a_lone_metric_is_refused():
     msg = str(exc.value)
     assert "\n" not in msg and "cannot call a lone headline metric" in msg and "at least 6 launches per stack" in msg
     assert design(6, 10, 3, metrics=FLAGS).looks[0] == 6
+    assert metric_flags(27, 11) == sorted(FLAGS, reverse=True)          # the same check from the counts
+    with pytest.raises(ValueError, match="at least 6 launches"):
+        design(5, 10, 3, metrics=metric_flags(27, 11))
     with pytest.raises(ValueError, match="at least 8 launches per stack"):
         design(4, 24, 3, blocks=True, metrics=FLAGS)
     assert design(8, 24, 3, blocks=True, metrics=FLAGS).looks == (8, 16, 24)

@@ -2,16 +2,17 @@
 profiles baseline and corespec, with the daemon and without it, interleaved rounds. Asserted are
 orderings measured in the same run, which a co-tenant of this shared machine cannot produce: the
 daemon's phase-locked 100 ms train on the application cores fills baseline's periods and not
-corespec's (the daemon is bound to the system core there), and the table calls corespec better than
-baseline on std under the daemon; never a raw time. Every run is recorded in
-build/fwq/live-results.json."""
+corespec's (the daemon is bound to the system core there); on like cores (CPU 1 against CPU 1)
+baseline's runs that carry the train there stand above corespec's, and the table never calls
+corespec worse (better whenever the train reached CPU 1 in every baseline run); never a raw time.
+Every run is recorded in build/fwq/live-results.json."""
 import json
 import subprocess
 
 import pytest
 
 from conftest import require_cpus, require_root, require_tools
-from signatures import MARGIN, SOURCE_FILL, node_grid_fill
+from signatures import MARGIN, SOURCE_FILL, grid_fill, node_grid_fill
 from stackproof import noise
 from stackproof.acceptance.tableiv import run_matrix
 from stackproof.noise import tableiv
@@ -70,9 +71,29 @@ def test_the_daemon_reaches_the_application_cores_only_under_baseline(matrix):
     assert max(fills["corespec"]) <= base_median - MARGIN, fills
 
 
-def test_corespec_is_called_better_than_baseline_on_std_under_the_daemon(matrix):
-    _, _, rows = matrix
+def test_corespec_against_baseline_on_like_cores_under_the_daemon(matrix):
+    """Table IV compares on like cores: corespec's CPU 1 against baseline's CPU 1. Where baseline's
+    floating daemon runs is the OS's choice, per run (it stays on the core it started on: CPU 1 in 4 of
+    8 baseline runs in one run here, and the call was then inconclusive, 0.34 [0.08, 1.07], where 8
+    of 8 gave better). Asserted: the row compares on CPU 1; in every baseline run whose CPU 1 carries
+    the daemon's phase-locked train, CPU 1's std is above the median of corespec's (an ordering in the
+    same run: the train adds about 25 us of std, corespec's CPU 1 measured 1-18 us); the call is never
+    worse; and it is better when the train reached CPU 1 in every baseline run."""
+    out, runs, rows = matrix
     row = next(r for r in rows if r.profile == "corespec" and r.condition == "daemon")
     c = row.calls["std"]
-    assert c.verdict == "better", (c, tableiv.markdown(rows))
-    assert c.hi < 1
+    assert (row.compared_cpus, row.like_cores) == ("1", True)
+    corespec = sorted(r.std_us for r in runs if r.profile == "corespec" and r.condition == "daemon")
+    reached = []
+    for r in runs:
+        if r.profile == "baseline" and r.condition == "daemon":
+            t = noise.load(out / r.trace)
+            rank = next(i for i, x in enumerate(t.ranks) if int(x.get("cpu", -1)) == 1)
+            if grid_fill(t, rank, 100, 2500) >= SOURCE_FILL:
+                reached.append(r.per_cpu["1"]["std_us"])
+    print(f"\nbaseline runs with the daemon's train on CPU 1: {len(reached)} of {row.n} (std {sorted(reached)} us); "
+          f"corespec std {corespec} us; call {c.verdict} {tableiv.ratio_text(c)}")
+    assert all(x > corespec[len(corespec) // 2] for x in reached), (reached, corespec)
+    assert c.verdict != "worse", (c, tableiv.markdown(rows))
+    if len(reached) == row.n:
+        assert c.verdict == "better" and c.hi < 1, (c, tableiv.markdown(rows))

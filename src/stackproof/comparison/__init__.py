@@ -24,12 +24,13 @@ from stackproof.comparison.design import (ALPHA, FIRST_LOOK_SHARE, LAUNCH_CAP, M
 from stackproof.comparison.exact import (BLOCKS, EITHER, LEVEL, MIN_LEVEL, PAIRS, TWO, EitherTest, RatioTest,
                                          block_test, interval_rank, min_p, paired_ratio_interval, paired_test,
                                          ratio_interval, signed_rank_rank, two_sample_test, within_min_p)
-from stackproof.comparison.family import HEADLINE_SHARE, RULES, family_levels, headline_weights, lone_threshold
+from stackproof.comparison.family import (HEADLINE_SHARE, RULES, family_levels, headline_weights, lone_threshold,
+                                          metric_flags)
 
 __all__ = ["ALPHA", "BETTER", "BLOCKS", "Call", "Components", "Design", "EITHER", "EitherTest", "FIRST_LOOK_SHARE",
            "HEADLINE_SHARE", "HIGHER", "INCONCLUSIVE", "LAUNCH_CAP", "LEVEL", "LOWER", "MARGIN", "MIN_LEVEL", "Metric",
            "NOT_MEASURED", "NO_VERDICT", "PAIRS", "RULES", "RatioTest", "SAME", "TWO", "Verdict", "WORSE",
            "block_test", "call_from", "check_lone", "decided", "design", "difference_text", "family_levels",
-           "headline_weights", "interval_rank", "launches_to_decide", "lone_threshold", "min_p", "open_alpha",
+           "headline_weights", "interval_rank", "launches_to_decide", "lone_threshold", "metric_flags", "min_p", "open_alpha",
            "open_design", "open_text", "paired_ratio_interval", "paired_test", "ratio_interval", "sequential_calls",
            "signed_rank_rank", "two_sample_test", "variance_components", "within_min_p"]

@@ -215,7 +215,8 @@ def sequential_calls(metrics: Sequence[Metric], d: Design = Design()) -> list[Ca
         schedule = [(d.size(j), d.kind_at(j), d.alpha_at(j)) for j in range(1, n + 1)]
     else:
         schedule = list(d.schedule)
-    calls: list[Call] = [Call(NO_VERDICT, "not compared")] * len(metrics)
+    why = "not compared" if schedule else f"fewer launches than the first look's {d.size(1)} per stack"
+    calls: list[Call] = [Call(NO_VERDICT, why)] * len(metrics)
     done = [False] * len(metrics)
     last: list = [None] * len(metrics)
     for j, (look, kind, a_j) in enumerate(schedule, start=1):

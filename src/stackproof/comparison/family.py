@@ -27,6 +27,14 @@ def headline_weights(headline: Sequence[bool], share: float = HEADLINE_SHARE) ->
     return [share * m / h if x else (1 - share) * m / (m - h) for x in headline]
 
 
+def metric_flags(total: int, headline: int) -> list[bool]:
+    """The headline flags of a comparison known by its counts (`total` metrics, `headline` of them
+    headline), for design(..., metrics=) and lone_threshold."""
+    if not 0 <= headline <= total:
+        raise ValueError(f"metrics: need 0 <= headline ({headline}) <= total ({total})")
+    return [True] * headline + [False] * (total - headline)
+
+
 def lone_threshold(headline: Sequence[bool], alpha: float, share: float = HEADLINE_SHARE) -> float:
     """The p-value a lone headline metric needs under the family rule at `alpha` when no other metric
     is called (Benjamini-Hochberg's first threshold, Holm's first step): w x alpha / m, w its weight

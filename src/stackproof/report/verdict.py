@@ -183,7 +183,8 @@ def method_section(ctx: Context) -> Section | None:
             looks += (f", and one every {d.step} more as long as the budget allows, look j spending {spend}, so "
                       f"that any number of looks together spend at most {100 * d.alpha:.0f} %")
     text = [
-        f"Baseline: {ctx.baseline}. Each metric's ratio other / baseline is estimated {test} as two samples "
+        f"Baseline: {ctx.baseline}. Each metric's ratio other / baseline is estimated {test + ' ' if test else ''}as "
+        "two samples "
         "(Hodges-Lehmann on log values, with the exact distribution-free Mann-Whitney interval). The stacks' "
         "launches alternate (A B, B A; in blocks A B B A, B A A B), so what the host does over time falls on "
         f"both stacks alike; {looks}.",
