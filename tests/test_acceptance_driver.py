@@ -14,6 +14,7 @@ import pytest
 
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import read_bench_provenance
+from stackproof.errors import InputError
 from stackproof.reframe import session
 from stackproof.reframe_output import merge_reports
 from stackproof.report.stats import design, open_design
@@ -367,3 +368,21 @@ def test_report_projection_and_hunt_are_function_calls_with_one_line_failures(tm
     assert all("\n" not in r.detail and "Traceback" not in r.detail for r in results)
     assert results[2].detail == "not measured: tracefs is not mounted at /x and this is not root"
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_design_that_cannot_call_a_lone_headline_metric_is_refused(monkeypatch):
+    """The driver passes the metrics the checks declare (reframe --describe of the checks tagged
+    compare) to the design's lone-metric check: 5 + 5 launches cannot call one of 11 headline metrics
+    among 27 alone; the default 8 + 8 can; a fixed --repeat is the smoke form and runs with a warning."""
+    pytest.importorskip("reframe")
+    from stackproof.acceptance.driver import parse_args, sizing
+    target = session.target(suite.SYSTEM, ["commodity", "vendor"])
+    total, head = suite.declared_metrics(target, sizing(2.0, False))
+    assert total >= 27 and head >= 11, (total, head)       # SW4 and AMG2023 count where their stack lacks them
+    monkeypatch.setattr(suite, "declared_metrics", lambda target, extra: (27, 11))
+    assert suite.lone_metric_check(parse_args([]), target, []) is None
+    with pytest.raises(InputError, match=r"5 launches per stack at the first look cannot call a lone headline "
+                                         r"metric: .* at least \d+ launches per stack at the first look"):
+        suite.lone_metric_check(parse_args(["--min-pairs", "5", "--max-pairs", "5"]), target, [])
+    warning = suite.lone_metric_check(parse_args(["--repeat", "3"]), target, [])
+    assert warning and warning.endswith("a smoke run (--repeat)")

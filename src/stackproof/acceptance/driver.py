@@ -251,7 +251,10 @@ def main(argv=None) -> int:
         target = session.target(suite.SYSTEM, args.stack)
         for line in session.preflight(target):        # the run's one readiness check
             print(f"acceptance: {line}", file=sys.stderr)
-    except StackError as exc:
+        warning = suite.lone_metric_check(args, target, sizing(args.target_s, args.full_sweep))
+        if warning:
+            print(f"acceptance: warning: {warning}", file=sys.stderr)
+    except (StackError, InputError) as exc:
         print(f"acceptance: error: {exc}", file=sys.stderr)
         return 2
     except StackproofError as exc:

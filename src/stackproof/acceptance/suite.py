@@ -15,19 +15,23 @@ provenance) that `stackproof report` reads. Between looks the calls come from re
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from stackproof.comparison import Design
+from stackproof.comparison import Design, check_lone, metric_flags
 from stackproof.errors import InputError, StackproofError
 from stackproof.reframe import session
 from stackproof.reframe.block import COMPARE_TAG
 from stackproof.reframe.session import Target
 from stackproof.reframe_output import final_cases, load_report, merge_reports, testcases
 from stackproof.report.calls import calls_for
+from stackproof.report.curves import size_of_var
 from stackproof.report.rows import cases_from_report, resolve_labels, strip_repeat
 from stackproof.report.stats import RULES, design, open_design
 
@@ -333,6 +337,48 @@ def timing(docs: list[dict], wall_s: float, looks: list[dict], costs: dict) -> d
         launches += sum(len(tc.get("launches") or []) for tc in final_cases(doc) if tc.get("result") == "pass")
     return {"wall_s": round(wall_s, 1), "launch_s": round(in_jobs, 1), "jobs": jobs, "launches": launches,
             "looks": looks, **costs}
+
+
+def declared_metrics(target: Target, extra: list[str]) -> tuple[int, int]:
+    """(metrics, headline metrics) the comparison will judge, from the checks' own declarations
+    (`reframe --describe` of the checks tagged compare with the run's sizing `extra`: each variant's
+    figures and its perf_headline); checks whose benchmark a stack lacks still count, so the
+    lone-metric check errs on the strict side."""
+    cmd = [session.reframe_executable(), "-C", str(session.CONFIG), "--system", target.system,
+           "-p", "^(" + "|".join(target.stacks) + ")$", "-t", f"^{COMPARE_TAG}$", "-x", ".*%size=paper", *extra,
+           "--describe"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=session.session_env(target.stacks))
+    try:
+        described = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        described = None
+    if not isinstance(described, list):
+        raise StackproofError(f"reframe --describe of the comparison's checks failed: {proc.stderr.strip()[-300:]}")
+    total = headline = 0
+    variants = {strip_repeat(str(d.get("display_name") or "")): d for d in described}   # one per case, any block
+    for d in variants.values():
+        names = list(d.get("perf_variables") or [])
+        heads = d.get("perf_headline") or []
+        judged = [v for v in names if not size_of_var(v) or any(fnmatch.fnmatchcase(v, h) for h in heads)]
+        total += len(judged)
+        headline += sum(any(fnmatch.fnmatchcase(v, h) for h in heads) for v in judged)
+    return total, headline
+
+
+def lone_metric_check(args, target: Target, extra: list[str]) -> str | None:
+    """Refuse (InputError, one line) a design whose first look cannot call a lone headline metric among
+    the metrics the checks declare (comparison.check_lone), saying the launches it needs. A fixed
+    `--repeat N` is the smoke form (the laptop image's CI runs --repeat 3): it runs, with the reason as
+    a warning (returned), since its calls then need several metrics apart at once."""
+    total, head = declared_metrics(target, extra)
+    try:
+        check_lone(args.design, metric_flags(total, head))
+    except ValueError as exc:
+        msg = f"{exc} ({total} metrics, {head} headline, as the checks declare them)"
+        if args.repeat is None:
+            raise InputError(msg) from None
+        return msg + ": a smoke run (--repeat)"
+    return None
 
 
 # ---- the comparison's command-line options (`python -m stackproof.acceptance`, the driver) -------------
