@@ -4,7 +4,7 @@ the vendor stack, OpenBLAS for the commodity one), so the comparison measures th
 
 Sizes: `size` picks the HPL matrix order from `hpl_n` (HPCC derives the other tests' sizes from it:
 RandomAccess's table, PTRANS, FFT, STREAM and DGEMM grow with N); `ci` (N = 1000) is solved
-`hpl_repeat` (15) times in the launch and reported as the median run, so one daemon wake-up does not
+`hpl_repeat` (12) times in the launch and reported as the median run, so one daemon wake-up does not
 make the figure; N is small enough that a comparison in blocks can pay its launch 16 times (the
 measured launch times at N = 1000, 1500, 2000 and 4000, most of them MPIRandomAccess's:
 docs/performance.md, "Blocks of launches").
@@ -46,7 +46,7 @@ class HPCCBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     #: HPL matrix order per size (HPCC sizes PTRANS, STREAM, RandomAccess and FFT from the same memory)
     hpl_n = variable(typ.Dict[str, int], value={'ci': 1000, 'node': 20000})
     #: HPL runs of the same problem in one launch (inner repetitions; `hpl` is their median)
-    hpl_repeat = variable(int, value=15, loggable=True)
+    hpl_repeat = variable(int, value=12, loggable=True)
     block = variable(int, value=96, loggable=True)
     #: nodes and ranks per node (0: one per core)
     nodes = variable(int, value=1)
