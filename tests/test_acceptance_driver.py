@@ -219,8 +219,10 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 def test_options_of_the_looks():
     from stackproof.acceptance.driver import parse_args
     a = parse_args([])
-    # one look of 8 launches per stack in blocks of 4 + 4 (A,B,B,A,A,B,B,A / B,A,A,B,B,A,A,B), all 5 % at it
-    assert a.design.looks == (8,) and a.design.blocks and a.block_launches == 4 and a.stack == ["commodity", "vendor"]
+    # looks after 8 and 16 launches per stack in blocks of 4 + 4 (A,B,B,A,A,B,B,A / B,A,A,B,B,A,A,B): the
+    # first in every run (80 % of the 5 %), the second where the budget allows it
+    assert a.design.looks == (8, 16) and a.design.blocks and a.block_launches == 4
+    assert a.stack == ["commodity", "vendor"] and a.design.alphas == pytest.approx((0.04, 0.01))
     assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05) and a.budget_s == 420
     # a size that is no whole pair of blocks (the laptop image's --repeat 3): blocks of one launch per stack
     a = parse_args(["--repeat", "3", "--budget-min", "4"])

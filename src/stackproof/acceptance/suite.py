@@ -401,9 +401,10 @@ def duration_s(text: str) -> float:
 def add_arguments(p) -> None:
     """The options of the stack comparison (blocks, looks, test, budget)."""
     p.add_argument("--min-pairs", type=int, default=8, metavar="N",
-                   help="launches per stack before the first look (default 8: the one look a 10-minute run fits)")
-    p.add_argument("--max-pairs", type=int, default=8, metavar="N", help="launches per stack at most (default 8)")
-    p.add_argument("--looks", type=int, default=1, help="looks from min to max launches (default 1)")
+                   help="launches per stack before the first look (default 8: the look every 10-minute run makes)")
+    p.add_argument("--max-pairs", type=int, default=16, metavar="N",
+                   help="launches per stack at most (default 16: a second look where the budget allows it)")
+    p.add_argument("--looks", type=int, default=2, help="looks from min to max launches (default 2)")
     p.add_argument("--block-launches", type=int, default=4, metavar="L",
                    help="launches per stack in one block, one job (4: A,B,B,A,A,B,B,A; 2: A,B,B,A; default 4: "
                         "half the jobs of 2, docs/performance.md)")

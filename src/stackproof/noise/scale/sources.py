@@ -4,7 +4,8 @@ RUN is one of
   - an FWQ trace file (fwq-mpi / fwq-th output): the noise of one node, one configuration;
   - a ReFrame JSON run report (e.g. reports/acceptance/reframe-report.json), or the directory that
     holds one: its FWQ testcases name their profile (`%profile=...`) and keep `fwq.dat` in their
-    output directory; OSU latency / NetPIPE testcases of the same stack give the LogGP curve. An
+    output directory; the OSU latency testcases of the same stack give the LogGP curve (each launch's
+    output, in its own directory for a check that runs in blocks). An
     acceptance report directory keeps its FWQ runs in the Table IV matrix instead (table-iv/runs.json,
     stackproof.noise.tableiv): per profile the run without a daemon whose std is the median.
 """
@@ -100,10 +101,10 @@ def load_run(spec: str, stack: str | None = None) -> RunData:
         if name.startswith("FWQ") and params.get("signature", "none") == "none" and (out / "fwq.dat").is_file():
             if tc.get("result", "pass") == "pass":
                 data.traces.setdefault(params.get("profile", "measured"), out / "fwq.dat")
-        elif "osu_latency" in name or name.lower().startswith("netpipe"):
-            kind = "netpipe" if name.lower().startswith("netpipe") else "osu"
+        elif "osu_latency" in name:
+            # OSU's latency curve (benchparse reads it); NetPIPE's np.out has no parser below stacks/
             for d in _launch_dirs(tc, out, chosen):
-                data.curves += [(kind, f) for f in sorted(d.glob("*.out")) + [d / "stdout"] if f.is_file()
+                data.curves += [("osu", f) for f in sorted(d.glob("*.out")) + [d / "stdout"] if f.is_file()
                                 and f.name != "osu-probe.out"]
     if not data.traces and path.is_dir():
         data.traces = matrix_traces(path / "table-iv")
