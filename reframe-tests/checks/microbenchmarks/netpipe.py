@@ -20,6 +20,8 @@ class NetPIPE(StackCheck, rfm.RunOnlyRegressionTest):
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     perf_headline = ['lat_8B', 'bw_1MiB']
+    perf_curve = ['lat_*', 'bw_*']
+    perf_curve_file = 'netpipe-curve.csv'       # each launch's whole curve (write_curve), drawn by the report
     #: smallest and largest message (bytes), repetitions per size (-n: a fixed count keeps the run short)
     lower = variable(int, value=8, loggable=True)
     upper = variable(int, value=1048576, loggable=True)

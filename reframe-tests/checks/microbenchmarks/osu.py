@@ -90,6 +90,7 @@ class OSUBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     perf_headline = ['lat_8B', 'bw_1MiB']
+    perf_curve = ['lat_*', 'bw_*']
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     # references/<stack>/osu.yaml, by benchmark, buffers, placement and partition: bounds that catch a

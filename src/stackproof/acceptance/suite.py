@@ -31,7 +31,6 @@ from stackproof.reframe.block import COMPARE_TAG
 from stackproof.reframe.session import Target
 from stackproof.reframe_output import final_cases, load_report, merge_reports, testcases
 from stackproof.report.calls import calls_for
-from stackproof.report.curves import size_of_var
 from stackproof.report.rows import cases_from_report, resolve_labels, strip_repeat
 from stackproof.report.stats import RULES, design, open_design
 
@@ -358,8 +357,9 @@ def declared_metrics(target: Target, extra: list[str]) -> tuple[int, int]:
     variants = {strip_repeat(str(d.get("display_name") or "")): d for d in described}   # one per case, any block
     for d in variants.values():
         names = list(d.get("perf_variables") or [])
-        heads = d.get("perf_headline") or []
-        judged = [v for v in names if not size_of_var(v) or any(fnmatch.fnmatchcase(v, h) for h in heads)]
+        heads, curve = d.get("perf_headline") or [], d.get("perf_curve") or []
+        judged = [v for v in names if not any(fnmatch.fnmatchcase(v, c) for c in curve)
+                  or any(fnmatch.fnmatchcase(v, h) for h in heads)]
         total += len(judged)
         headline += sum(any(fnmatch.fnmatchcase(v, h) for h in heads) for v in judged)
     return total, headline

@@ -34,7 +34,8 @@ the run; every launch's values stay in `launches` (stack, block, position, pair)
 
 What a check may declare, as plain class variables: `perf_better` (the direction of each performance
 variable, read by the report), `perf_headline` (its headline metrics: the verdict's first table),
-`perf_margin` (equivalence margins beside the direction), `reference_file`, `records_identity`,
+`perf_margin` (equivalence margins beside the direction), `perf_curve` (variables that form a curve
+over message size: drawn, judged only where headline), `reference_file`, `records_identity`,
 `under_profile`, `noise_daemon`. Every skip (the base's and the check's own `self.skip(...)`) keeps
 its message as `skip_reason` in the JSON report.
 """
@@ -141,6 +142,12 @@ class StackCheck(rfm.RegressionTestPlugin):
     #: equivalence margin per variable (name or pattern -> fraction): "no difference" when the ratio's
     #: interval lies inside +-margin; a variable not named gets the run's (--margin, default 0.05)
     perf_margin = variable(typ.Dict[str, float], value={}, loggable=True)
+    #: the variables that form a curve over message size (names or fnmatch patterns, the size in the
+    #: name: lat_8B, bw_1MiB): the report draws them; the verdict judges only the headline ones
+    perf_curve = variable(typ.List[str], value=[], loggable=True)
+    #: a file each launch writes with its whole curve over message size (CSV: bytes,usec,MBps), which
+    #: the report draws ('' none)
+    perf_curve_file = variable(str, value='', loggable=True)
     #: file under references/<stack>/ holding this check's references (None: no references; ReFrame
     #: then logs the values without judging them)
     reference_file = None

@@ -55,6 +55,8 @@ class Case:
     perf_better: dict = field(default_factory=dict)   # var or fnmatch pattern -> higher | lower (the check's)
     perf_headline: list = field(default_factory=list)  # the check's headline variables (names or patterns)
     perf_margin: dict = field(default_factory=dict)    # var or pattern -> equivalence margin (fraction)
+    perf_curve: list = field(default_factory=list)     # variables forming a curve over message size (patterns)
+    perf_curve_file: str = ""                          # each launch's whole-curve CSV (bytes,usec,MBps), if any
     info: "Session | None" = None     # the session it came from (shared object)
     launches: list = field(default_factory=list)      # this stack's launches: {block, pair, position, values}
 
@@ -138,6 +140,8 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                             info=session, perf_better=_perf_better(tc.get("perf_better"), origin),
                             perf_headline=_perf_headline(tc.get("perf_headline"), origin),
                             perf_margin=_perf_margin(tc.get("perf_margin"), origin),
+                            perf_curve=_perf_headline(tc.get("perf_curve"), origin, "perf_curve"),
+                            perf_curve_file=_curve_file(tc.get("perf_curve_file"), origin),
                             launches=[ln for ln in launches if ln.get("stack") == st]))
     return session, out
 
@@ -152,13 +156,22 @@ def _perf_better(declared, origin: str) -> dict:
     return dict(declared)
 
 
-def _perf_headline(declared, origin: str) -> list:
-    """The check's headline variables (names or fnmatch patterns); absent: []."""
+def _perf_headline(declared, origin: str, what: str = "perf_headline") -> list:
+    """The check's headline (or curve) variables (names or fnmatch patterns); absent: []."""
     if declared in (None, "<undefined>"):
         return []
     if not isinstance(declared, list) or not all(isinstance(k, str) and k for k in declared):
-        raise InputError(f"{origin}: perf_headline must be a list of variable names")
+        raise InputError(f"{origin}: {what} must be a list of variable names")
     return list(declared)
+
+
+def _curve_file(declared, origin: str) -> str:
+    """The check's curve file: one plain file name in each launch's directory ('' none)."""
+    if declared in (None, "<undefined>", ""):
+        return ""
+    if not isinstance(declared, str) or "/" in declared or declared in (".", "..") or not declared.isprintable():
+        raise InputError(f"{origin}: perf_curve_file must be a plain file name")
+    return declared
 
 
 def _perf_margin(declared, origin: str) -> dict:
@@ -271,6 +284,13 @@ class Row:
     headline: bool = False    # the check declared it a headline metric (perf_headline)
     margin: float | None = None  # the check's equivalence margin for it (None: the run's)
     blocks: dict = field(default_factory=dict)    # stack -> [block index (None: unknown)], as samples
+    curve: bool = False       # the check declared it part of a curve over message size (perf_curve)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the verdict judges it: every metric but a curve's points, of which only the headline
+        ones (the check's declarations: perf_curve, perf_headline)."""
+        return not self.curve or self.headline
 
     def metric(self, baseline: str, other: str) -> Metric:
         """The comparison engine's view of this row: the two stacks' launches with their pair and block
@@ -304,6 +324,8 @@ def perf_rows(cases: list[Case]) -> list[Row]:
             r.blocks.setdefault(c.stack, []).append(block)
             r.better = r.better or better_of(c.perf_better, var)
             r.headline = r.headline or is_headline(c.perf_headline, var)
+            # a curve's points are judged where the check names its headline points (else all are)
+            r.curve = r.curve or (is_headline(c.perf_curve, var) and bool(c.perf_headline))
             r.margin = r.margin if r.margin is not None else better_of(c.perf_margin, var)
             r.sessions.setdefault(c.stack, set()).add(c.session)
     return list(rows.values())
