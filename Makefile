@@ -52,10 +52,13 @@ lint-python: venv
 test: build lint-python $(TEST_TARGETS) test-python
 
 # ACCEPTANCE_ARGS: e.g. --stack commodity --stack commodity-next --baseline commodity
-#   --min-pairs 5 --max-pairs 10 --looks 3 [--paired|--unpaired] [--rule bh|holm] --margin 0.05 --budget-min 7 --target-s 2 [--full-sweep]
-# (docs/performance.md "The verdict in looks"). Ctrl-C stops the ReFrame session and the test cluster.
+#   --min-pairs 8 --max-pairs 16 --looks 2 --block-launches 4 [--paired|--unpaired] [--rule bh|holm] --margin 0.05
+#   --budget 7m --target-s 2 [--full-sweep] (docs/acceptance.md "Blocks of launches and looks").
+# UNTIL_DECIDED=30m: add blocks until every headline metric is decided or 30 minutes are spent
+# (--until-decided --budget 30m). Ctrl-C stops the ReFrame session and the test cluster.
+UNTIL_DECIDED ?=
 acceptance: build
-	@$(PY) -m stackproof.acceptance $(ACCEPTANCE_ARGS)
+	@$(PY) -m stackproof.acceptance $(ACCEPTANCE_ARGS) $(if $(UNTIL_DECIDED),--until-decided --budget $(UNTIL_DECIDED))
 
 clean:
 	rm -rf $(BUILD) $(VENV) .pytest_cache

@@ -27,12 +27,13 @@ reframe-dry-run: venv
 reframe-list: venv
 	@$(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) -l $(RFM_ARGS)
 
-## reframe-compare: RFM_TARGET vs RFM_BASELINE in RFM_PERIOD: per check, the median over repeats of each
-## performance variable, grouped by basename and that check's own parameters (ReFrame cannot join a
-## parameter column that one side lacks, so each check is compared on its own; `name` carries the
-## repeat index, `sysenv` the stack: neither may be a group-by column)
-RFM_COMPARE_GROUPS := NetPIPE:basename MemoryBandwidth:basename FWQNoise:basename,profile,signature \
-  OSUBenchmark:basename,benchmark,buffers AMGBenchmark:basename,code,size SW4Benchmark:basename,deck
+## reframe-compare: RFM_TARGET vs RFM_BASELINE in RFM_PERIOD: per check tagged `compare` (the checks
+## that run in blocks) or `fwq`, the median over its blocks of each performance variable, grouped by basename and
+## that check's own parameters (run.py --compare-groups reads them from `reframe --describe`; ReFrame
+## cannot join a parameter column that one side lacks, so each check is compared on its own; `name`
+## carries the block index, `sysenv` the stack: neither may be a group-by column). Sessions where each
+## stack ran its own blocks (reframe-run per stack): a block of two stacks holds both in one test case.
+RFM_COMPARE_GROUPS = $(shell $(RFM_RUN) --system $(RFM_SYSTEM) --compare-groups)
 RFM_CMP = $(VENV)/bin/reframe -C $(REPO)/reframe-tests/config/site.py --system $(RFM_SYSTEM) --table-format=csv \
   -E 'environ=="$(RFM_TARGET)"' -E 'environ=="$(RFM_BASELINE)"' --term-lhs=$(RFM_TARGET) --term-rhs=$(RFM_BASELINE)
 reframe-compare: venv

@@ -18,7 +18,8 @@ stack must pass `stackproof stack check NAME --kind local|slurm`: one error nami
 the fix, exit 2. Exit status is ReFrame's, except that a run that measured nothing fails: 0 test
 cases selected, or a GPU partition whose GPU checks were all skipped. Environment:
 STACKPROOF_RFM_PREFIX, STACKPROOF_RESULTS_DB, RFM_REFERENCE_PREFIX, STACKPROOF_STACKS_ROOT,
-STACKPROOF_STACKS_DIR, STACKPROOF_<STACK>_VIEW, STACKPROOF_REPEAT (docs/acceptance.md).
+STACKPROOF_STACKS_DIR, STACKPROOF_<STACK>_VIEW, STACKPROOF_BLOCKS, STACKPROOF_BLOCK_LAUNCHES,
+STACKPROOF_BLOCK_STACKS (docs/acceptance.md).
 
 This file only parses the command line: the run is stackproof.reframe.session's.
 """
@@ -38,8 +39,10 @@ def parse(argv):
         extra, argv = argv[argv.index('--') + 1:], argv[:argv.index('--')]
     parser = argparse.ArgumentParser(prog='run.py', description=__doc__.split('\n\n')[0])
     parser.add_argument('--system', required=True, help='local, testcluster, or a site system (config/systems/)')
-    parser.add_argument('--stack', action='append', required=True,
+    parser.add_argument('--stack', action='append',
                         help='a stack file name: commodity, vendor, commodity-next, mpich (repeatable)')
+    parser.add_argument('--compare-groups', action='store_true',
+                        help='print CHECK:COLUMNS of every check tagged compare or fwq (make reframe-compare) and exit')
     parser.add_argument('--tag', help='only checks with this tag (e.g. acceptance, ci, osu)')
     parser.add_argument('--dry-run', action='store_true', help='generate job scripts, run nothing')
     parser.add_argument('--print-command', action='store_true', help='print the reframe command and exit')
@@ -50,6 +53,8 @@ def parse(argv):
     parser.add_argument('--noise-daemon', action='append', default=[], metavar='FREQHz-DURATION',
                         help='with --profile: per profile, one more session with this noise daemon (FWQNoise only)')
     args = parser.parse_args(argv)
+    if not args.stack and not args.compare_groups:
+        parser.error('the following arguments are required: --stack')
     if args.noise_daemon and not args.profile:
         parser.error('--noise-daemon needs --profile')
     return args, extra
@@ -63,6 +68,11 @@ def main(argv=None):
     args, extra = parse(list(sys.argv[1:] if argv is None else argv))
     signal.signal(signal.SIGTERM, _interrupted)
     try:
+        if args.compare_groups:
+            # the checks that compare stacks in blocks, and FWQ's rows (one per stack and profile)
+            for check, cols in session.compare_groups(args.system, '(compare|fwq)'):
+                print(f"{check}:{','.join(cols)}")
+            return 0
         target = session.target(args.system, args.stack)
         if args.print_command:
             print(' '.join(session.command(target, tag=args.tag, dry_run=args.dry_run, extra=extra)))

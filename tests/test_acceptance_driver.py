@@ -14,30 +14,39 @@ import pytest
 
 from stackproof.acceptance import suite
 from stackproof.acceptance.provenance import read_bench_provenance
+from stackproof.errors import InputError
 from stackproof.reframe import session
-from stackproof.reframe.reports import merge_reports
-from stackproof.report.stats import design
+from stackproof.reframe_output import merge_reports
+from stackproof.report.stats import design, open_design
 
 
-def _doc(uuid, values, check="AMGBenchmark", var="fom", better="higher"):
+def _doc(uuid, values, check="AMGBenchmark", var="fom", better="higher", first=0, per_stack=1):
+    """A report of blocks of two stacks (StackCheck's test cases): launch k of each stack is pair k,
+    `per_stack` pairs per block, blocks numbered from `first`."""
+    stacks = list(values)
+    n = len(values[stacks[0]])
     tcs = []
-    for stack, vals in values.items():
-        for i, v in enumerate(vals):
-            tcs.append({"name": f"{check} %repeat_index={i}", "display_name": f"{check} %repeat_index={i}",
-                        "unique_name": f"{check}_{i}", "system": "testcluster", "partition": "cpu",
-                        "environ": stack, "stack": stack, "result": "pass", "repeat_index": i, "time_run": 2.0,
-                        "perfvalues": {f"testcluster:cpu:{var}": [v, 0, None, None, "x/s"]},
-                        "perf_better": {var: better}})
+    for b in range(n // per_stack):
+        j = first + b
+        launches = [{"stack": s, "block": j, "pair": j * per_stack + k, "position": 0, "dir": f"launch-{s}-{k}",
+                     "values": {var: values[s][b * per_stack + k]}} for k in range(per_stack) for s in stacks]
+        tcs.append({"name": f"{check} %block_index={j}", "display_name": f"{check} %block_index={j}",
+                    "unique_name": f"{check}_{b}", "system": "testcluster", "partition": "cpu",
+                    "environ": stacks[0], "stack": stacks[0], "block_stacks": stacks, "result": "pass",
+                    "block_index": j, "launches": launches,
+                    "perfvalues": {f"testcluster:cpu:{var}@{s}": [values[s][b], 0, None, None, "x/s"] for s in stacks},
+                    "perf_better": {var: better}})
     return {"session_info": {"uuid": uuid, "stack": "+".join(values)}, "runs": [{"testcases": tcs}]}
 
 
-def test_looks_merge_into_one_report_with_unique_repeats(tmp_path):
+def test_looks_merge_into_one_report_with_their_global_blocks(tmp_path):
+    """A later look's blocks carry their global index (STACKPROOF_FIRST_BLOCK): the looks merge into
+    one report without renaming, every launch with its pair index."""
     a = _doc("s1", {"commodity": [1.0, 1.1, 1.2, 1.05, 1.15], "vendor": [1.0, 1.12, 1.18, 1.04, 1.1]})
-    b = _doc("s2", {"commodity": [1.01, 1.11], "vendor": [1.02, 1.09]})
-    merged = merge_reports([a, b], [0, 5], {"design": {"looks": [5, 7], "alpha": 0.05, "margin": 0.05}})
+    b = _doc("s2", {"commodity": [1.01, 1.11], "vendor": [1.02, 1.09]}, first=5)
+    merged = merge_reports([a, b], {"design": {"looks": [5, 7], "alpha": 0.05, "margin": 0.05}})
     tcs = [tc for r in merged["runs"] for tc in r["testcases"]]
-    assert len({(tc["unique_name"], tc["environ"]) for tc in tcs}) == 14
-    assert sorted({tc["repeat_index"] for tc in tcs}) == list(range(7))
+    assert sorted(tc["block_index"] for tc in tcs) == list(range(7))
     assert merged["session_info"]["uuid"] == "s1"
     from stackproof.report import build, load_run
     p = tmp_path / "m.json"
@@ -48,7 +57,7 @@ def test_looks_merge_into_one_report_with_unique_repeats(tmp_path):
     assert data["design"]["looks"] == [5, 7]
 
 
-def test_undecided_checks_after_a_look():
+def test_calls_after_a_look():
     d = design(5, 10, 3, paired=False)
     same = {"commodity": [1.0, 1.001, 1.002, 1.003, 1.004], "vendor": [1.0005, 1.0015, 1.0025, 1.0035, 1.0045]}
     noisy = {"commodity": [1.0, 1.5, 0.7, 1.2, 0.9], "vendor": [1.1, 0.6, 1.4, 0.8, 1.3]}
@@ -59,37 +68,26 @@ def test_undecided_checks_after_a_look():
     merged = merge_reports(docs)
     # 5 + 5 launches apart give p = 2/252, above the 4 % / 6 that one of 6 metrics needs alone at the
     # first look (which has 80 % of the 5 %)
-    open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
-    assert open_ == noisy_checks | {"HPCC"} and (n_dec, n) == (1, 6)
+    calls = suite.look_calls(merged, ["commodity", "vendor"], d)
+    assert calls.open_checks == noisy_checks | {"HPCC"} and (calls.decided, calls.metrics) == (1, 6)
+    assert calls.headline == 6 and calls.headline_open      # no check declares headlines: all are
     # two of 7 apart: the second smallest p <= 2 x 4 % / 7, both called
     merged = merge_reports(docs + [_doc("s", worse, "Hypre")])
-    open_, n_dec, n = suite.undecided_checks(merged, ["commodity", "vendor"], d)
-    assert open_ == noisy_checks and (n_dec, n) == (3, 7)
+    calls = suite.look_calls(merged, ["commodity", "vendor"], d)
+    assert calls.open_checks == noisy_checks and (calls.decided, calls.metrics) == (3, 7)
+    assert set(calls.more) == {f"{c}: fom (vendor)" for c in noisy_checks}
 
 
-def test_pairs_alternate_their_order_over_the_looks():
-    """A B, B A, A B, ... by the pair's index over the whole comparison: one ReFrame session per order,
-    each running only its repeat indices (ReFrame -x on the display name without spaces)."""
-    assert suite.pair_orders(["c", "v"], 0, 7) == [(["c", "v"], [0, 2, 4, 6]), (["v", "c"], [1, 3, 5])]
-    # look 2 adds pairs 8-10 (indices 7, 8, 9): its local index 0 is pair 8, an odd one
-    assert suite.pair_orders(["c", "v"], 7, 3) == [(["c", "v"], [1]), (["v", "c"], [0, 2])]
-    assert suite.pair_orders(["c", "v"], 0, 1) == [(["c", "v"], [0])]
-    flag, pat = suite.repeat_excludes([1, 3, 5], 7)
-    rx = re.compile(pat)
-    assert flag == "-x" and [i for i in range(7) if not rx.search(f"NetPIPE%repeat_index={i}")] == [1, 3, 5]
-    assert not rx.search("OSUBenchmark%repeat_index=10%benchmark=osu_bibw")      # 1 is not 10
-    assert rx.search("OSUBenchmark%repeat_index=0%benchmark=osu_bibw")
-    assert suite.repeat_excludes([0, 1], 2) == []
-    # the two sessions of a look become one report, counted from the cases it holds
-    a = _doc("s1", {"c": [1.0], "v": [1.1]})
-    b = _doc("s2", {"v": [1.2], "c": [1.3]})
-    b["runs"][0]["testcases"] = [dict(tc, name=tc["name"].replace("=0", "=1"), repeat_index=1)
-                                 for tc in b["runs"][0]["testcases"]]
-    b["runs"][0]["testcases"][0]["result"] = "fail"
-    m = merge_reports([a, b])
-    assert (m["session_info"]["num_cases"], m["session_info"]["num_failures"]) == (4, 1)
-    assert m["session_info"]["stackproof_sessions"] == ["s1", "s2"]
-    assert len([tc for r in m["runs"] for tc in r["testcases"]]) == 4 and "stackproof" not in m
+def test_looks_are_whole_blocks_and_each_session_names_its_blocks():
+    sizes = list(suite.look_sizes(design(8, 16, 2, blocks=True), 2))
+    assert sizes == [(1, 8, 4), (2, 16, 8)]
+    from itertools import islice
+    assert list(islice(suite.look_sizes(open_design(8, 8, blocks=True), 4), 3)) == [(1, 8, 2), (2, 16, 4), (3, 24, 6)]
+    with pytest.raises(Exception, match="not a whole number of blocks"):
+        list(suite.look_sizes(design(8, 8, 1, blocks=True), 3))
+    assert suite.block_env(["commodity", "vendor"], 4, 2, 2) == {
+        "STACKPROOF_BLOCK_STACKS": "commodity,vendor", "STACKPROOF_FIRST_BLOCK": "4", "STACKPROOF_BLOCKS": "2",
+        "STACKPROOF_BLOCK_LAUNCHES": "2"}
 
 
 def test_reframe_runs_the_stacks_in_the_order_asked():
@@ -114,23 +112,24 @@ def test_reframe_runs_the_stacks_in_the_order_asked():
 
 def test_the_next_look_selects_exactly_the_open_cases():
     pat = re.compile(suite.case_pattern("OSUBenchmark %benchmark=osu_latency %buffers=host"))
-    # ReFrame matches the display name without spaces; the repeat index comes first
-    assert pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=host")
-    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency_mt%buffers=host")
-    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_bibw%buffers=host")
-    assert not pat.search("OSUBenchmark%repeat_index=3%benchmark=osu_latency%buffers=cuda-device")
+    # ReFrame matches the display name without spaces; the block index comes first
+    assert pat.search("OSUBenchmark%block_index=3%benchmark=osu_latency%buffers=host")
+    assert not pat.search("OSUBenchmark%block_index=3%benchmark=osu_latency_mt%buffers=host")
+    assert not pat.search("OSUBenchmark%block_index=3%benchmark=osu_bibw%buffers=host")
+    assert not pat.search("OSUBenchmark%block_index=3%benchmark=osu_latency%buffers=cuda-device")
     plain = re.compile(suite.case_pattern("NetPIPE"))
-    assert plain.search("NetPIPE%repeat_index=0") and plain.search("NetPIPE") and not plain.search("NetPIPEFake")
+    assert plain.search("NetPIPE%block_index=0") and plain.search("NetPIPE") and not plain.search("NetPIPEFake")
 
 
-def test_progress_line_names_check_stack_repeat_and_time(capsys):
-    p = suite.Progress(time.monotonic(), 10, look="look 1/3 (5 pairs)", tty=False)
+def test_progress_line_names_check_stack_block_and_time(capsys):
+    p = suite.Progress(time.monotonic(), 10, look="look 1/3 (8 launches per stack)", tty=False)
     t: list = []
-    p.feed("[ RUN      ] AMGBenchmark %code=amg %size=ci %repeat_index=2 /1a2b3c4d @testcluster:cpu+vendor\n", t)
-    p.feed("[       OK ] ( 3/20) AMGBenchmark %code=amg %size=ci %repeat_index=2 /1a2b3c4d "
+    p.feed("[\x1b[32m RUN      \x1b[0m] AMGBenchmark %block_index=2 %code=amg %size=ci /1a2b3c4d "
+           "@testcluster:cpu+vendor\n", t)
+    p.feed("[       OK ] ( 3/20) AMGBenchmark %block_index=2 %code=amg %size=ci /1a2b3c4d "
            "@testcluster:cpu+vendor\n", t)
     err = capsys.readouterr().err.splitlines()
-    assert "AMGBenchmark %code=amg %size=ci [vendor], pair 3 of at most 10; elapsed 0m00s" in err[0]
+    assert "AMGBenchmark %code=amg %size=ci [vendor], block 3 of at most 10; elapsed 0m00s" in err[0]
     assert "(3/20)" in err[1] and "left" in err[1]
 
 
@@ -220,21 +219,41 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
 def test_options_of_the_looks():
     from stackproof.acceptance.driver import parse_args
     a = parse_args([])
-    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.stack == ["commodity", "vendor"]
-    assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05)
-    # the form before looks (docs): a fixed number of pairs, one look at the whole 5 %
-    a = parse_args(["--repeat", "3"])
-    assert a.design.looks == (3,) and a.design.alphas == pytest.approx((0.05,))
+    # looks after 8 and 16 launches per stack in blocks of 4 + 4 (A,B,B,A,A,B,B,A / B,A,A,B,B,A,A,B): the
+    # first in every run (80 % of the 5 %), the second where the budget allows it
+    assert a.design.looks == (8, 16) and a.design.blocks and a.block_launches == 4
+    assert a.stack == ["commodity", "vendor"] and a.design.alphas == pytest.approx((0.04, 0.01))
+    assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05) and a.budget_s == 420
+    # a size that is no whole pair of blocks (the laptop image's --repeat 3): blocks of one launch per stack
+    a = parse_args(["--repeat", "3", "--budget-min", "4"])
+    assert a.design.looks == (3,) and not a.design.blocks and a.block_launches == 1 and a.budget_s == 240
     a = parse_args(["--repeat", "8", "--paired"])
     assert a.design.looks == (8,) and a.design.plan[0][0] == "pairs"
-    a = parse_args(["--unpaired", "--rule", "holm"])
-    assert a.design.looks == (5, 8, 10) and not a.design.paired and a.design.rule == "holm"
+    a = parse_args(["--min-pairs", "8", "--max-pairs", "16", "--looks", "2", "--unpaired", "--rule", "holm"])
+    assert a.design.looks == (8, 16) and not a.design.paired and a.design.rule == "holm"
     a = parse_args(["--stack", "vendor", "--stack", "commodity", "--baseline", "commodity"])
-    assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every pair
+    assert a.stack == ["commodity", "vendor"]            # the baseline first: stack A of every block
+    a = parse_args(["--until-decided", "--budget", "1h30m"])
+    assert a.design.open and a.design.step == 8 and a.budget_s == 5400 and a.until_decided
+    assert parse_args(["--until-decided"]).budget_s == 1800
     for bad in (["--min-pairs", "3", "--max-pairs", "2"], ["--margin", "2"], ["--target-s", "0"],
-                ["--min-pairs", "3"], ["--paired", "--unpaired"], ["--rule", "fdr"]):   # 3 + 3 launches: 2/20 > 4 %
+                ["--min-pairs", "3", "--max-pairs", "5", "--looks", "2"], ["--paired", "--unpaired"],
+                ["--rule", "fdr"]):   # 3 + 3 launches: 2/20 > 4 %
         with pytest.raises(SystemExit):
             parse_args(bad)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "soon"], "--budget 'soon': not a duration (write it like 30m, 1h, 1h30m or 90s)"),
+    (["--budget", "30"], "--budget '30': not a duration"),
+    (["--until-decided", "--stack", "commodity"], "--until-decided compares stacks: name at least two"),
+    (["--until-decided", "--budget=-5m"], "--budget '-5m': not a duration"),
+])
+def test_bad_comparison_options_say_one_line_and_exit_2(args, message):
+    cmd = [sys.executable, "-m", "stackproof.acceptance", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_progress_estimate_follows_the_session_pace_under_the_async_policy(capsys, monkeypatch):
@@ -242,13 +261,13 @@ def test_progress_estimate_follows_the_session_pace_under_the_async_policy(capsy
     left comes from cases finished per second of the session, not from RUN-to-OK gaps."""
     clock = [100.0]
     monkeypatch.setattr(suite.time, "monotonic", lambda: clock[0])
-    p = suite.Progress(100.0, 10, look="look 1/3 (5 pairs)", tty=False)
+    p = suite.Progress(100.0, 10, look="look 1/3 (8 launches per stack)", tty=False)
     t: list = []
     for k in range(20):
-        p.feed(f"[ RUN      ] NetPIPE %repeat_index={k} /1a2b3c4d @testcluster:cpu+vendor\n", t)
+        p.feed(f"[ RUN      ] NetPIPE %block_index={k} /1a2b3c4d @testcluster:cpu+vendor\n", t)
     for i in range(1, 3):
         clock[0] += 2.0
-        p.feed(f"[       OK ] ({i:2d}/20) NetPIPE %repeat_index={i} /1a2b3c4d @testcluster:cpu+vendor\n", t)
+        p.feed(f"[       OK ] ({i:2d}/20) NetPIPE %block_index={i} /1a2b3c4d @testcluster:cpu+vendor\n", t)
     last = capsys.readouterr().err.splitlines()[-1]
     assert "(2/20)" in last and "elapsed 0m04s, about 0m36s left" in last, last
 
@@ -351,3 +370,21 @@ def test_report_projection_and_hunt_are_function_calls_with_one_line_failures(tm
     assert all("\n" not in r.detail and "Traceback" not in r.detail for r in results)
     assert results[2].detail == "not measured: tracefs is not mounted at /x and this is not root"
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_design_that_cannot_call_a_lone_headline_metric_is_refused(monkeypatch):
+    """The driver passes the metrics the checks declare (reframe --describe of the checks tagged
+    compare) to the design's lone-metric check: 5 + 5 launches cannot call one of 11 headline metrics
+    among 27 alone; the default 8 + 8 can; a fixed --repeat is the smoke form and runs with a warning."""
+    pytest.importorskip("reframe")
+    from stackproof.acceptance.driver import parse_args, sizing
+    target = session.target(suite.SYSTEM, ["commodity", "vendor"])
+    total, head = suite.declared_metrics(target, sizing(2.0, False))
+    assert total >= 27 and head >= 11, (total, head)       # SW4 and AMG2023 count where their stack lacks them
+    monkeypatch.setattr(suite, "declared_metrics", lambda target, extra: (27, 11))
+    assert suite.lone_metric_check(parse_args([]), target, []) is None
+    with pytest.raises(InputError, match=r"5 launches per stack at the first look cannot call a lone headline "
+                                         r"metric: .* at least \d+ launches per stack at the first look"):
+        suite.lone_metric_check(parse_args(["--min-pairs", "5", "--max-pairs", "5"]), target, [])
+    warning = suite.lone_metric_check(parse_args(["--repeat", "3"]), target, [])
+    assert warning and warning.endswith("a smoke run (--repeat)")

@@ -18,7 +18,7 @@ SRC = REPO / "src" / "stackproof"
 # stackproof; a package name covers its submodules. Today's names and the ones the move gives them.
 LAYERS = [
     ("basics", ["__init__", "errors", "paths", "yamlfile", "cpulist", "hostlist", "validate", "files", "benchparse",
-                "comparison"]),
+                "comparison", "reframe_output"]),
     ("gpus", ["gpus"]),
     ("nodes", ["nodes"]),
     ("noise", ["noise"]),

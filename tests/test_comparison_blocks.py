@@ -30,7 +30,8 @@ def test_a_block_runs_a_b_b_a_then_b_a_a_b():
     """Only the position effect (no noise): the first launch of every job is 1.3x slower, so the rows of
     a block show which stack ran first: A in block 0 (pair 0: A1 B2), B in block 1."""
     host = {**HOST, "spells": {**HOST["spells"], "start": 0.0},
-            "metrics": [{**m, "sigma": 1e-9, "tau": 0.0, "order": 0.0} for m in HOST["metrics"]],
+            "metrics": [{**m, "sigma": 1e-9, "tau": 0.0, "order": 0.0, "sigma_within": 1e-9, "tau_job": 0.0,
+                         "position": None} for m in HOST["metrics"]],
             "blocks": {"first_launch": math.log(1.3)}}
     a, b = block_launches(np.random.default_rng(0), host, 2, np.zeros(M), spells=False)
     lower = [k for k, m in enumerate(HOST["metrics"]) if m["better"] == "lower"]
@@ -158,7 +159,9 @@ def test_measured_components_are_a_data_change():
     launches = [{"case": m0["case"], "var": m0["var"], "stack": "ABBA"[k] if j % 2 == 0 else "BAAB"[k], "job": j,
                  "position": k + 1, "value": math.exp(level[j] + rng.normal(0, 0.02))}
                 for j in range(30) for k in range(4)]
-    host = apply_components(HOST, launches, "synthetic")
+    bare = {**HOST, "metrics": [{k: v for k, v in m.items() if k not in ("sigma_within", "tau_job", "position")}
+                                for m in HOST["metrics"]]}      # the host model before any measured block
+    host = apply_components(bare, launches, "synthetic")
     m = host["metrics"][0]
     assert m["sigma_within"] == pytest.approx(0.02, rel=0.3) and m["tau_job"] > 0.15 and len(m["position"]) == 4
     sigma, tau, _ = block_model(host)

@@ -95,7 +95,7 @@ def osu_runs(tmp_path_factory, shared):
     env["RFM_REFERENCE_PREFIX"] = str(tmp / "no-references")
     report = tmp / "report.json"
     proc = subprocess.run([REFRAME, "-C", str(SUITE / "config" / "site.py"), "--system", "local:gpu",
-                           "-p", "^(commodity|vendor)$", "-n", "OSUBenchmark%repeat_index=0%benchmark=osu_latency",
+                           "-p", "^(commodity|vendor)$", "-n", "OSUBenchmark%block_index=0%benchmark=osu_latency",
                            "--report-file", str(report), "-r"], cwd=tmp, env=env, capture_output=True,
                           text=True, timeout=600)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -64,40 +64,33 @@ def test_local_gets_a_gpu_partition_from_a_gpu_node_type(reframe_config, tmp_pat
 
 # ---- no silent pass -----------------------------------------------------------------------------------
 
-SKIP_OUT = ("[\x1b[33m    SKIP\x1b[0m ] (1/2) GPUHealth /ce596b48 @local:gpu+laptop [nvcc not found (looked in x)]\n"
-            "[\x1b[33m    SKIP\x1b[0m ] (2/2) OSUBenchmark %benchmark=osu_latency %buffers=cuda-device /4fb4a118 "
-            "@local:gpu+laptop [stack 'laptop''s MPI is not CUDA-aware]\n")
-
-
-def case(name, result, partition="gpu", tags=("gpu",)):
+def case(name, result, partition="gpu", tags=("gpu",), reason=""):
     return {"name": name, "system": "local", "partition": partition, "environ": "laptop", "result": result,
-            "tags": list(tags)}
-
-
-def test_skip_reasons_from_reframe_output():
-    reasons = run_outcome.skip_reasons(SKIP_OUT)
-    assert reasons[("GPUHealth", "local:gpu", "laptop")] == "nvcc not found (looked in x)"
-    assert reasons[("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "local:gpu", "laptop")] == \
-        "stack 'laptop''s MPI is not CUDA-aware"
+            "tags": list(tags), **({"skip_reason": reason} if reason else {})}
 
 
 def test_verdicts():
-    reasons = run_outcome.skip_reasons(SKIP_OUT)
+    """The reasons come from the JSON report (every stackproof skip records `skip_reason`)."""
     gpu = ["local:gpu"]
-    assert "no test case was selected for X" in run_outcome.problems(None, gpu, {}, False, "X")[0]
-    assert "no test case was selected" in run_outcome.problems([], [], {}, True, "X")[0]
-    skipped = [case("GPUHealth", "skip"), case("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "skip"),
+    assert "no test case was selected for X" in run_outcome.problems(None, gpu, False, "X")[0]
+    assert "no test case was selected" in run_outcome.problems([], [], True, "X")[0]
+    skipped = [case("GPUHealth", "skip", reason="nvcc not found (looked in x)"),
+               case("OSUBenchmark %benchmark=osu_latency %buffers=cuda-device", "skip",
+                    reason="stack 'laptop''s MPI is not CUDA-aware"),
                case("MPIHello", "pass", "default", ())]
-    (msg,) = run_outcome.problems(skipped, gpu, reasons, False, "X")
+    (msg,) = run_outcome.problems(skipped, gpu, False, "X")
     assert msg.startswith("GPU partition local:gpu: all 2 GPU test case(s) were skipped: ")
     assert "nvcc not found" in msg and "not CUDA-aware" in msg
+    # a third-party check that recorded no reason says where it is
+    (msg,) = run_outcome.problems([case("Foreign", "skip")], gpu, False, "X")
+    assert "recorded no reason" in msg
     # one GPU case measured: not silent
-    assert run_outcome.problems([case("GPUHealth", "pass")] + skipped[1:], gpu, reasons, False, "X") == []
+    assert run_outcome.problems([case("GPUHealth", "pass")] + skipped[1:], gpu, False, "X") == []
     # a GPU partition on which nothing GPU ran, unless the user narrowed the run
     only_cpu = [case("MPIHello", "pass", "gpu", ())]
-    assert "no GPU check was selected" in run_outcome.problems(only_cpu, gpu, {}, False, "X")[0]
-    assert run_outcome.problems(only_cpu, gpu, {}, True, "X") == []
-    assert run_outcome.problems(only_cpu, [], {}, False, "X") == []
+    assert "no GPU check was selected" in run_outcome.problems(only_cpu, gpu, False, "X")[0]
+    assert run_outcome.problems(only_cpu, gpu, True, "X") == []
+    assert run_outcome.problems(only_cpu, [], False, "X") == []
 
 
 def test_run_gpu_partitions_real_gpus_only_and_last_system_wins():

@@ -9,15 +9,16 @@ import pytest
 
 from stackproof.errors import InputError
 from stackproof.paths import REPO
-from stackproof.reframe import reports, session
+from stackproof import reframe_output
+from stackproof.reframe import session
 
 SUITE = REPO / "reframe-tests"
 
 
 def test_report_option_is_taken_out_of_the_reframe_args():
-    assert reports.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
-    assert reports.report_option(["--report-file=r.json"]) == ("r.json", [])
-    assert reports.report_option(["-n", "X"]) == (None, ["-n", "X"])
+    assert session.report_option(["-n", "X", "--report-file", "r.json", "-x", "Y"]) == ("r.json", ["-n", "X", "-x", "Y"])
+    assert session.report_option(["--report-file=r.json"]) == ("r.json", [])
+    assert session.report_option(["-n", "X"]) == (None, ["-n", "X"])
 
 
 def test_merged_report_keeps_each_case_where_it_ran():
@@ -29,7 +30,7 @@ def test_merged_report_keeps_each_case_where_it_ran():
                    {"name": "b", "system": "tc", "partition": "cpu", "environ": "e", "result": b},
                    {"name": "c", "system": "tc", "partition": "cpu", "environ": "e", "result": "skip"}]}]}
         docs.append(json.loads(json.dumps(doc)))
-    merged = reports.merge_reports(docs)
+    merged = reframe_output.merge_reports(docs)
     results = {tc["name"]: tc["result"] for tc in merged["runs"][0]["testcases"]}
     assert results == {"a": "pass", "b": "fail", "c": "skip"}
     info = merged["session_info"]
@@ -37,20 +38,22 @@ def test_merged_report_keeps_each_case_where_it_ran():
     assert info["stackproof_sessions"] == ["u0", "u1"] and info["time_end"] == "t1"
 
 
-def test_merged_retries_keep_the_final_result_and_repeats_shift():
+def test_merged_retries_keep_the_final_result_and_blocks_keep_their_names():
     """Run i of every session is one retry round: a case that failed and passed on retry counts as
-    passed; a later look's repeats follow the earlier ones', its names unique."""
-    tc = {"name": "N %repeat_index=0", "unique_name": "N_0", "system": "tc", "partition": "cpu", "environ": "e",
-          "repeat_index": 0}
+    passed; a later look's blocks carry their own global index in the name (STACKPROOF_FIRST_BLOCK),
+    so they join the earlier ones' although ReFrame's unique_name numbers both N_0."""
+    tc = {"name": "N %block_index=0", "unique_name": "N_0", "system": "tc", "partition": "cpu", "environ": "e",
+          "block_index": 0}
     first = {"session_info": {"uuid": "u0"}, "runs": [{"testcases": [dict(tc, result="fail")]},
                                                       {"testcases": [dict(tc, result="pass")]}]}
-    later = {"session_info": {"uuid": "u1"}, "runs": [{"testcases": [dict(tc, result="pass")]}]}
-    merged = reports.merge_reports([first, later], [0, 1], {"design": {}})
+    later = {"session_info": {"uuid": "u1"}, "runs": [{"testcases": [dict(tc, result="pass", name="N %block_index=1",
+                                                                          block_index=1)]}]}
+    merged = reframe_output.merge_reports([first, later], {"design": {}})
     assert [[t["name"] for t in r["testcases"]] for r in merged["runs"]] == \
-        [["N %repeat_index=0", "N %repeat_index=1"], ["N %repeat_index=0"]]
-    assert merged["runs"][0]["testcases"][1]["unique_name"] == "N_0_r1"
+        [["N %block_index=0", "N %block_index=1"], ["N %block_index=0"]]
     info = merged["session_info"]
     assert (info["num_cases"], info["num_failures"]) == (2, 0) and merged["stackproof"] == {"design": {}}
+    assert [t["result"] for t in reframe_output.final_cases(merged)] == ["pass", "pass"]
 
 
 def test_profiles_all_are_the_catalog_profiles_this_node_type_can_run():

@@ -5,14 +5,15 @@
   really built and run; NetPIPE/OSU/AMG/SW4 "binaries" print the recorded outputs of
   ../shared/fixtures and tests/data/netpipe (fake-good: well-formed; fake-bad: malformed, wrong code
   or missing; fake-wrong: a stack file whose MPI version does not match what really runs) --
-  exercising the stack's launcher, identity, parsers, deferred sanity, repeats, results DB;
-- testcluster and x86gpu with --dry-run: the generated job scripts (launcher line, arguments,
-  environment) without Slurm;
+  exercising the stack's launcher, identity, parsers, deferred sanity, blocks of launches, results DB;
+- testcluster and x86gpu with --dry-run: the generated job scripts and block files (launcher line,
+  arguments, environment, the stacks' alternating order) without Slurm;
 - bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
 """
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -35,7 +36,8 @@ NETPIPE = REPO / "tests" / "data" / "netpipe"
 pytestmark = pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")
 
 RANK0 = '[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ] || exit 0\n'
-STACK_VARS = ("RFM_REFERENCE_PREFIX", "STACKPROOF_STACKS_DIR", "STACKPROOF_REPEAT", "STACKPROOF_NOISE_STACK")
+STACK_VARS = ("RFM_REFERENCE_PREFIX", "STACKPROOF_STACKS_DIR", "STACKPROOF_REPEAT", "STACKPROOF_NOISE_STACK",
+              "STACKPROOF_BLOCKS", "STACKPROOF_FIRST_BLOCK", "STACKPROOF_BLOCK_LAUNCHES", "STACKPROOF_BLOCK_STACKS")
 
 
 def fake_binary(path, text, to_file=None):
@@ -61,21 +63,34 @@ def reframe(tmp, *args, extra_env=None, timeout=600):
     return proc, cases
 
 
-def case(cases, name, environ, partition=None, repeat=0):
-    """The test case `name` (display name without the repeat parameter) of one stack."""
+def case(cases, name, environ, partition=None, block=0):
+    """The test case `name` (display name without the block parameter) of one stack."""
     found = [c for c in cases if _base(c) == name and c["environ"] == environ
-             and (partition is None or c["partition"] == partition) and c.get("repeat_index", 0) in (repeat, None)]
+             and (partition is None or c["partition"] == partition) and c.get("block_index", 0) in (block, None)]
     assert len(found) == 1, f"{name} +{environ}: {[(c['display_name'], c['environ']) for c in cases]}"
     return found[0]
 
 
 def _base(c):
     words = c["display_name"].rsplit(" /", 1)[0].split()
-    return " ".join(w for w in words if not w.startswith("%repeat_index="))
+    return " ".join(w for w in words if not w.startswith("%block_index="))
 
 
 def job_script(c):
     return (open(os.path.join(c["stagedir"], "rfm_job.sh")).read())
+
+
+def block(c, where="stagedir"):
+    """The block file a check of blocks wrote (the launcher runs it inside the job)."""
+    return json.loads(open(os.path.join(c[where], "block.json")).read())
+
+
+def commands(c, where="stagedir"):
+    """Every command line of a block (setup steps first), as the shell would show them."""
+    doc = block(c, where)
+    steps = [st for s in doc["stacks"].values() for st in s["setup"]] + [st for ln in doc["launches"]
+                                                                          for st in ln["steps"]]
+    return "\n".join(" ".join(st["argv"]) for st in steps)
 
 
 def site_stack(stacks_dir, root, name, **changes):
@@ -132,7 +147,8 @@ def local_run(tmp_path_factory, shared):
                           "-n", "^(MPIHello|NetPIPE|MemoryBandwidth|OSUBenchmark|AMGBenchmark|SW4Benchmark|FWQNoise)",
                           "-x", "^FWQNoise.*%signature=daemon", "-S", "FWQNoise.samples=2000",
                           "-S", "MemoryBandwidth.mib=8",
-                          extra_env={"STACKPROOF_STACKS_DIR": str(stacks), "STACKPROOF_REPEAT": "2"})
+                          extra_env={"STACKPROOF_STACKS_DIR": str(stacks), "STACKPROOF_BLOCKS": "2",
+                                     "STACKPROOF_BLOCK_LAUNCHES": "1"})
     return tmp, proc, cases
 
 
@@ -143,13 +159,13 @@ def test_local_benchmarks_pass_with_fixture_output(local_run):
     assert osu["perfvalues"]["local:default:lat_1B"][0] == 0.40
     assert osu["perfvalues"]["local:default:lat_8B"][1:4] == [0, None, None]    # no invented reference
     bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "fake-good")
-    assert bibw["perfvalues"]["local:default:bw_4194304B"][0] == 2906.7
+    assert bibw["perfvalues"]["local:default:bw_4MiB"][0] == 2906.7
     coll = case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "fake-good")
-    assert coll["executable_opts"] == ["-m", "2:4194304", "-x", "20", "-f"]
+    assert block(coll, "outputdir")["launches"][0]["steps"][0]["argv"][-5:] == ["-m", "2:4194304", "-x", "20", "-f"]
     assert len([k for k in coll["perfvalues"] if k.startswith("local:default:lat_")]) == 22
     amg = case(cases, "AMGBenchmark %code=amg %size=ci", "fake-good")
     assert amg["result"] == "pass" and amg["perfvalues"]["local:default:fom"][0] == 8.901626e+07
-    assert amg["executable_opts"][:4] == ["-n", "20", "20", "20"]
+    assert "/bin/amg -n 20 20 20 -P " in commands(amg, "outputdir")
     amg23 = case(cases, "AMGBenchmark %code=amg2023 %size=ci", "fake-good")
     assert amg23["perfvalues"]["local:default:fom"][0] == 2.374211e+07
     sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "fake-good")
@@ -157,7 +173,7 @@ def test_local_benchmarks_pass_with_fixture_output(local_run):
     np_ = case(cases, "NetPIPE", "fake-good")
     assert np_["result"] == "pass", np_["fail_reason"]
     assert {"local:default:lat_8B", "local:default:bw_1MiB"} <= set(np_["perfvalues"])
-    curve = open(os.path.join(np_["outputdir"], "netpipe-curve.csv")).read().splitlines()
+    curve = open(os.path.join(np_["outputdir"], "launch-00-fake-good", "netpipe-curve.csv")).read().splitlines()
     assert curve[0] == "bytes,usec,MBps" and len(curve) > 20
     mem = case(cases, "MemoryBandwidth", "fake-good")
     assert mem["result"] == "pass" and mem["perfvalues"]["local:default:copy_bw"][0] > 0
@@ -166,7 +182,8 @@ def test_local_benchmarks_pass_with_fixture_output(local_run):
 
 
 def test_local_results_contract(local_run):
-    """Every performance case: environ = stack, `stack`, the MPI library each rank really used, the repeat."""
+    """Every performance case: environ = stack, `stack`, the MPI library each rank really used, the
+    block and every launch's values."""
     _, _, cases = local_run
     measured = [c for c in cases if c["result"] == "pass" and c["perfvalues"]]
     # fake-good alone passes NetPIPE, four OSU benchmarks, AMG and FWQ: a loop over nothing proves nothing
@@ -175,25 +192,30 @@ def test_local_results_contract(local_run):
         assert c["stack"] == c["environ"]
         assert c["mpi_library"].startswith("Open MPI v4.1"), (c["display_name"], c["mpi_library"])
         assert c["mpi_library_path"].endswith("/libmpi.so.40")
-        assert c["repeat_index"] in (0, 1)
+        if "block_index" in c:
+            assert c["block_index"] in (0, 1)
+            assert [(ln["stack"], ln["block"], ln["pair"]) for ln in c["launches"]] == \
+                [(c["environ"], c["block_index"], c["block_index"])]
+            # the block's figure (ReFrame's, judged against references) is the median of its launches
+            assert all(c["perfvalues"][f"local:default:{k}"][0] == v for k, v in c["launches"][0]["values"].items()
+                       if f"local:default:{k}" in c["perfvalues"])
     # each benchmark's headline metric(s), declared beside perf_better, name variables it measured
     for c in measured:
         check = _base(c).split()[0]
         if check in ("NetPIPE", "OSUBenchmark", "AMGBenchmark", "SW4Benchmark", "FWQNoise"):
             names = {k.split(":")[-1] for k in c["perfvalues"]}
             assert set(c["perf_headline"]) & names, (c["display_name"], c["perf_headline"], sorted(names))
-    repeats = {c["repeat_index"] for c in cases if _base(c) == "NetPIPE" and c["environ"] == "fake-good"}
-    assert repeats == {0, 1}
-    # stacks interleave: each repetition runs for every stack before the next one
-    order = [(c["repeat_index"], c["environ"]) for c in cases if _base(c) == "NetPIPE"]
-    assert [r for r, _ in order] == sorted(r for r, _ in order)
+    blocks = {c["block_index"] for c in cases if _base(c) == "NetPIPE" and c["environ"] == "fake-good"}
+    assert blocks == {0, 1}
+    kept = os.listdir(case(cases, "NetPIPE", "fake-good")["outputdir"])
+    assert {"launches.json", "block.json", "launch-00-fake-good", "setup-fake-good"} <= set(kept), kept
 
 
 def test_local_malformed_output_fails_with_the_full_reason(local_run):
     _, _, cases = local_run
     lat = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "fake-bad")
     assert lat["result"] == "fail" and lat["fail_phase"] == "sanity"
-    assert os.path.join(lat["stagedir"], "rfm_job.out") in lat["fail_reason"]
+    assert os.path.join(lat["stagedir"], "launch-00-fake-bad", "stdout") in lat["fail_reason"]
     assert "expected an OSU column header" in lat["fail_reason"]
     bibw = case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=host", "fake-bad")
     assert "expected an OSU title line" in bibw["fail_reason"] and "signal 9" in bibw["fail_reason"]
@@ -250,10 +272,7 @@ def test_local_fwq_baseline(local_run):
         assert set(values) == {"min", "mean", "max", "std", "noise_fraction"}
         assert 0 < values["min"] <= values["mean"] <= values["max"]
         assert 0 <= values["noise_fraction"] <= 1
-    # only the stack comparison row repeats
     assert len([c for c in cases if _base(c) == "FWQNoise %profile=baseline %signature=none"
-                and c["environ"] == "fake-good"]) == 2
-    assert len([c for c in cases if _base(c) == "FWQNoise %profile=baseline %signature=10Hz-2500us"
                 and c["environ"] == "fake-good"]) == 1
     # other profiles need a switchable cluster: not run on the local system
     assert not [c for c in cases if "%profile=corespec" in c["name"]]
@@ -281,7 +300,7 @@ def test_performance_compare_after_one_two_stack_session(local_run):
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = compare_rows(proc.stdout)
     row = next(r for r in rows if r["basename"] == "MemoryBandwidth" and r["pvar"] == "copy_bw")
-    # both stacks' medians over their 2 repeats, side by side
+    # both stacks' medians over their 2 blocks, side by side
     assert float(row["pval (median) (fake-bad)"]) > 0 and float(row["pval (median) (fake-good)"]) > 0
     assert row["psamples (fake-bad)"] == row["psamples (fake-good)"] == "2"
 
@@ -292,7 +311,7 @@ def test_performance_compare_after_one_two_stack_session(local_run):
 def testcluster_dry(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rfm-tc")
     proc, cases = reframe(tmp, "--system", "testcluster:cpu", "-p", "^(commodity|vendor)$", "--dry-run",
-                          extra_env={"STACKPROOF_RUN_DIR": str(tmp / "cluster"), "STACKPROOF_REPEAT": "1",
+                          extra_env={"STACKPROOF_RUN_DIR": str(tmp / "cluster"),
                                      "STACKPROOF_CLUSTER_NODES": "2",     # no cluster state: as if 2 nodes
                                      "STACKPROOF_STACKS_ROOT": "/stacks", "STACKPROOF_NOISE_STACK": "commodity"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -302,34 +321,78 @@ def testcluster_dry(tmp_path_factory):
 def test_dry_run_osu_amg_sw4_scripts(testcluster_dry):
     cases = testcluster_dry
     nodes, cores = 2, load("local").num_cores
-    coll = job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity"))
-    assert "#SBATCH --partition=cpu" in coll and "export OMPI_ALLOW_RUN_AS_ROOT=1" in coll
+    c = case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=host", "commodity")
+    script, coll = job_script(c), commands(c)
+    assert "#SBATCH --partition=cpu" in script and "export OMPI_ALLOW_RUN_AS_ROOT=1" in script
     # the emulated nodes share this host's cores: at most one collective rank per host core in all
     used = min(nodes, cores)
-    assert f"#SBATCH --ntasks={used * max(1, cores // used)}" in coll
+    assert f"#SBATCH --ntasks={used * max(1, cores // used)}" in script
     # jobs of the test cluster never overlap (whatever the execution policy) and take whole nodes
-    assert "#SBATCH --dependency=singleton" in coll and "#SBATCH --exclusive" in coll
-    # the stack's own launcher, its identity probe first, then its own OSU build; on emulated nodes each
-    # launch is sized by time (emulated_time_target): a probe at the largest size gives the iterations
+    assert "#SBATCH --dependency=singleton" in script and "#SBATCH --exclusive" in script
+    # the job runs the block launcher; the block file holds the stack's own launcher, its identity probe
+    # first, then its own OSU build; on emulated nodes each launch is sized by time
+    # (emulated_time_target): a probe at the largest size gives the iterations
+    assert script.rstrip().endswith(f"{shlex.quote(sys.executable)} -m stackproof.reframe.launch block.json")
     osu = "srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi"
-    assert "srun --mpi=pmix /stacks/commodity/bench/bin/mpi_identity > identity.out 2>&1" in coll
-    assert f"{osu}/osu_allreduce -f -m 4194304:4194304 -i 100 -x 10 > osu-probe.out" in coll
-    assert "OSU_ITER=$(awk -v s=4194304 -v t=1.0 " in coll
-    assert f'{osu}/osu_allreduce -m 2:4194304 -f -i "$OSU_ITER" -x "$OSU_WARMUP"' in coll
-    lat = job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "commodity"))
-    assert "#SBATCH --ntasks=2" in lat and "#SBATCH --ntasks-per-node=1" in lat
-    assert lat.rstrip().endswith('mpi/osu_latency -i "$OSU_ITER" -x "$OSU_WARMUP"')
+    assert "srun --mpi=pmix /stacks/commodity/bench/bin/mpi_identity" in coll
+    assert f"{osu}/osu_allreduce -f -m 4194304:4194304 -i 100 -x 10" in coll
+    assert "awk -v s=4194304 -v t=1 " in coll
+    assert f"{osu}/osu_allreduce -m 2:4194304 -f -i {{OSU_ITER}} -x {{OSU_WARMUP}}" in coll
+    probe = block(c)["stacks"]["commodity"]["setup"][-1]
+    assert probe["capture"] == ["OSU_ITER", "OSU_WARMUP"]
+    lat = case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=host", "commodity")
+    assert "#SBATCH --ntasks=2" in job_script(lat) and "#SBATCH --ntasks-per-node=1" in job_script(lat)
+    assert commands(lat).endswith("mpi/osu_latency -i {OSU_ITER} -x {OSU_WARMUP}")
     # no GPU buffers on a partition without CUDA
     assert not [c for c in cases if "%buffers=cuda" in c["name"]]
-    amg = job_script(case(cases, "AMGBenchmark %code=amg %size=paper", "vendor"))
-    assert "export OMP_NUM_THREADS=1" in amg and "export I_MPI_ROOT=/stacks/vendor" in amg
-    assert "export LD_LIBRARY_PATH=/stacks/vendor/lib" in amg
-    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/amg -n 200 100 100 -P " in amg
-    sw4 = job_script(case(cases, "SW4Benchmark %deck=halfspace-small", "commodity"))
-    assert "cp " + str(SUITE / "checks/apps/sw4-inputs/halfspace-small.in") + " ." in sw4
-    assert "srun --mpi=pmix /stacks/commodity/bench/bin/sw4 halfspace-small.in" in sw4
-    np_ = job_script(case(cases, "NetPIPE", "vendor"))
-    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/NPmpi -l 8 -u 1048576 -p 0 -n 100 -o np.out" in np_
+    amg = case(cases, "AMGBenchmark %code=amg %size=paper", "vendor")
+    assert "export OMP_NUM_THREADS=1" in job_script(amg) and "export I_MPI_ROOT=/stacks/vendor" in job_script(amg)
+    assert "export LD_LIBRARY_PATH=/stacks/vendor/lib" in job_script(amg)
+    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/amg -n 200 100 100 -P " in commands(amg)
+    assert block(amg)["stacks"]["vendor"]["env"]["set"] == {"I_MPI_ROOT": "/stacks/vendor"}
+    sw4 = case(cases, "SW4Benchmark %deck=halfspace-small", "commodity")
+    assert "srun --mpi=pmix /stacks/commodity/bench/bin/sw4 halfspace-small.in" in commands(sw4)
+    # each launch reads its own copy of the deck
+    for ln in block(sw4)["launches"]:
+        assert os.path.isfile(os.path.join(sw4["stagedir"], ln["dir"], "halfspace-small.in"))
+    np_ = case(cases, "NetPIPE", "vendor")
+    assert "srun --mpi=pmi2 /stacks/vendor/bench/bin/NPmpi -l 8 -u 1048576 -p 0 -n 100 -o np.out" in commands(np_)
+    # one stack alone: its block is its own launches
+    assert [ln["stack"] for ln in block(np_)["launches"]] == ["vendor", "vendor"]
+
+
+def test_dry_run_two_stack_blocks_alternate_and_run_each_stack_as_itself(tmp_path):
+    """STACKPROOF_BLOCK_STACKS=commodity,vendor: one test case per block, under the first stack's
+    environment, holding both stacks' launches A,B,B,A then B,A,A,B with global block and pair
+    indices; each launch with its own stack's launcher and environment recipe; perf variables per stack."""
+    proc, cases = reframe(tmp_path, "--system", "testcluster:cpu", "-p", "^(commodity|vendor)$", "--dry-run",
+                          "-n", "^(OSUBenchmark.*osu_latency.*host|HPCC)",
+                          extra_env={"STACKPROOF_RUN_DIR": str(tmp_path / "cluster"), "STACKPROOF_CLUSTER_NODES": "1",
+                                     "STACKPROOF_STACKS_ROOT": "/stacks", "STACKPROOF_BLOCK_STACKS": "commodity,vendor",
+                                     "STACKPROOF_BLOCKS": "2", "STACKPROOF_FIRST_BLOCK": "3",
+                                     "STACKPROOF_BLOCK_LAUNCHES": "2"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    osu = [c for c in cases if c["display_name"].startswith("OSUBenchmark")]
+    assert sorted(c["block_index"] for c in osu) == [3, 4] and {c["environ"] for c in osu} == {"commodity"}
+    orders = {c["block_index"]: [(ln["stack"], ln["pair"], ln["position"]) for ln in block(c)["launches"]]
+              for c in osu}
+    # global block 3 is odd: B,A,A,B; block 4: A,B,B,A
+    assert orders[3] == [("vendor", 6, 0), ("commodity", 6, 1), ("commodity", 7, 2), ("vendor", 7, 3)]
+    assert orders[4] == [("commodity", 8, 0), ("vendor", 8, 1), ("vendor", 9, 2), ("commodity", 9, 3)]
+    doc = block(osu[0])
+    by_stack = {ln["stack"]: " ".join(ln["steps"][0]["argv"]) for ln in doc["launches"]}
+    assert by_stack["vendor"].startswith("srun --mpi=pmi2 /stacks/vendor/bench/libexec/")
+    assert by_stack["commodity"].startswith("srun --mpi=pmix /stacks/commodity/bench/libexec/")
+    # the job starts under commodity's environment: a vendor launch sets its own and drops commodity's
+    assert doc["stacks"]["vendor"]["env"]["unset"] == ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"]
+    assert doc["stacks"]["vendor"]["env"]["prepend"]["PATH"] == ["/stacks/vendor/bin"]
+    assert [s["stdout"] for s in doc["stacks"]["vendor"]["setup"][:1]] == ["identity.out"]
+    assert set(osu[0]["perfvalues"]) >= {"testcluster:cpu:lat_8B@commodity", "testcluster:cpu:lat_4MiB@vendor"}
+    assert osu[0]["block_stacks"] == ["commodity", "vendor"]
+    hpcc = next(c for c in cases if c["display_name"].startswith("HPCC"))
+    for ln in block(hpcc)["launches"]:        # its input beside each launch: no two launches share a file
+        assert os.path.isfile(os.path.join(hpcc["stagedir"], ln["dir"], "hpccinf.txt"))
+    assert len({ln["dir"] for ln in block(hpcc)["launches"]}) == 4
 
 
 def test_dry_run_fwq_uses_profile_app_cores(testcluster_dry):
@@ -373,20 +436,20 @@ def test_dry_run_corespec_and_binding(testcluster_dry, tmp_path):
 
 def test_dry_run_x86gpu_cuda_buffers_and_gpu_health(tmp_path):
     proc, cases = reframe(tmp_path, "--system", "x86gpu", "-p", "^commodity$", "--dry-run",
-                          "-n", "^(OSUBenchmark|GPUHealth)",
-                          extra_env={"STACKPROOF_REPEAT": "1", "STACKPROOF_STACKS_ROOT": "/stacks"})
+                          "-n", "^(OSUBenchmark|GPUHealth)", extra_env={"STACKPROOF_STACKS_ROOT": "/stacks"})
     assert proc.returncode == 0, proc.stdout[-3000:]
     nt = load("pascal")
-    dev = job_script(case(cases, "OSUBenchmark %benchmark=osu_allgather %buffers=cuda-device", "commodity"))
+    c = case(cases, "OSUBenchmark %benchmark=osu_allgather %buffers=cuda-device", "commodity")
+    dev = commands(c)
     assert "-m 2:4194304 -x 20 -f -d cuda" in dev
-    assert f"#SBATCH --gpus-per-node={len(nt.gpus)}" in dev
+    assert f"#SBATCH --gpus-per-node={len(nt.gpus)}" in job_script(c)
     assert "srun --mpi=pmix /stacks/commodity/bench/libexec/osu-micro-benchmarks/mpi/osu_allgather -m 2:4194304" in dev
-    assert job_script(case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=cuda-device",
-                           "commodity")).rstrip().endswith("osu_bibw D D")
-    assert job_script(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=cuda-managed",
-                           "commodity")).rstrip().endswith("osu_latency M M")
-    assert "-d managed" in job_script(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=cuda-managed",
-                                           "commodity"))
+    assert commands(case(cases, "OSUBenchmark %benchmark=osu_bibw %buffers=cuda-device",
+                         "commodity")).endswith("osu_bibw D D")
+    assert commands(case(cases, "OSUBenchmark %benchmark=osu_latency %buffers=cuda-managed",
+                         "commodity")).endswith("osu_latency M M")
+    assert "-d managed" in commands(case(cases, "OSUBenchmark %benchmark=osu_allreduce %buffers=cuda-managed",
+                                         "commodity"))
     health = case(cases, "GPUHealth", "commodity")
     build = open(os.path.join(health["stagedir"], "rfm_build.sh")).read()
     assert "nvcc -O2 -arch=sm_60" in build and "gpu_health.cu" in build

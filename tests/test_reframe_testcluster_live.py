@@ -36,7 +36,7 @@ def testcluster_run(live_cluster, tmp_path_factory):
     cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster", "--stack", "commodity",
            "--profile", "baseline", "--profile", "corespec", "--noise-daemon", "10Hz-2500us", "--",
            "--system", "testcluster:cpu", "-n", "FWQNoise", "-n", "CoreSpecCheck", "-n", "MpibindBinding",
-           "-x", ".*profile=(freecore|clean).*", "-x", ".*%repeat_index=[1-9]", "-S", "FWQNoise.samples=20000", "-S", "FWQNoise.work=16384",
+           "-x", ".*profile=(freecore|clean).*", "-S", "FWQNoise.samples=20000", "-S", "FWQNoise.work=16384",
            "--report-file", str(report)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     live_cluster.up(cl.Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))   # as other tests expect
@@ -45,7 +45,7 @@ def testcluster_run(live_cluster, tmp_path_factory):
     failed = {tc["display_name"]: (tc.get("fail_reason") or "")[:300] for tc in every
               if tc["result"] not in ("pass", "skip")}
     # each case runs in the session of its profile and is skipped, saying so, in the others
-    cases = {" ".join(w for w in tc["display_name"].rsplit(" /", 1)[0].split() if not w.startswith("%repeat_index=")): tc
+    cases = {" ".join(w for w in tc["display_name"].rsplit(" /", 1)[0].split() if not w.startswith("%block_index=")): tc
              for tc in every if tc["result"] == "pass"}
     return proc, cases, report, tmp, failed
 

@@ -12,10 +12,13 @@ from stackproof.report import build, load_run
 
 
 def _tc(stack, name, perf, result="pass", outputdir=None, reason=None):
+    # the message-size checks declare their curve and its headline points, as OSU's and NetPIPE's do
+    roles = {"perf_curve": ["lat_*", "bw_*"], "perf_headline": ["lat_8B", "bw_1MiB"]} \
+        if name.startswith(("OSU", "NetPIPE")) else {}
     return {"name": name, "display_name": name, "unique_name": name.replace(" ", "_") + stack,
             "system": "site", "partition": "cpu", "environ": stack, "result": result,
             "fail_phase": None if result == "pass" else "sanity", "fail_reason": reason,
-            "outputdir": outputdir,
+            "outputdir": outputdir, **roles,
             "perfvalues": {f"site:cpu:{k}": [v, 0, None, None, u, "pass"] for k, (v, u) in perf.items()}}
 
 

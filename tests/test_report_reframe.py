@@ -105,7 +105,7 @@ def test_verdicts_from_a_real_two_stack_session(sessions):
     # the metric with its declared direction, the verdict, the ratio with its interval, n, each stack's median
     assert ("| NetPIPEFake: lat_8B (us, lower is better) | worse | 1.96 [1.89, 2.04] 96.8 % | 5 + 5 "
             "| 5.2 [5–5.4] (5) | 10.2 [10–10.4] (5) |") in verdict
-    # identity, skip reasons (from the log: the JSON report keeps none), full failure output
+    # identity, skip reasons (the contract's skip_reason: ReFrame's JSON keeps none), full failure output
     assert "Intel(R) MPI Library 2021.17" in md and "Open MPI v4.1.4" in md and "/opt/vendor/lib/libmpi.so" in md
     assert "osu_latency not found for stack 'vendor': set OSU_BIN_DIR" in md
     failed = md.split("## Failed checks")[1]
@@ -171,3 +171,51 @@ def test_performance_compare_recipes_of_the_docs(sessions):
     assert one["lat_8B"]["psamples (vendor)"] == "5"
     two = {r["pvar"]: r for r in _run_recipe(sessions["tmp"], "two-sessions", NEW=sessions["b"], OLD=sessions["a"])}
     assert float(two["lat_8B"]["pdiff (%)"]) == pytest.approx(96.15, abs=0.1)
+
+
+def _block_report():
+    """A two-stack block report as StackCheck writes it: one test case per block, under the first
+    stack's environment, each launch with its stack, block and pair; ReFrame's figure per stack."""
+    tcs = []
+    for j, vals in enumerate(([1.0, 2.0, 2.2, 1.1], [2.1, 1.05, 0.95, 1.9])):
+        order = ["commodity", "vendor", "vendor", "commodity"] if j % 2 == 0 else ["vendor", "commodity", "commodity",
+                                                                                  "vendor"]
+        launches = [{"stack": s, "block": j, "position": k, "pair": 2 * j + (k in (2, 3)), "dir": f"launch-0{k}-{s}",
+                     "values": {"lat_8B": v, "lat_0B": 0.1}} for k, (s, v) in enumerate(zip(order, vals))]
+        tcs.append({"name": f"NetPIPE %block_index={j}", "display_name": f"NetPIPE %block_index={j}",
+                    "unique_name": f"NetPIPE_{j}", "system": "testcluster", "partition": "cpu", "environ": "commodity",
+                    "stack": "commodity", "block_stacks": ["commodity", "vendor"], "block_index": j, "result": "pass",
+                    "launches": launches, "perf_better": {"lat_*": "lower"}, "perf_headline": ["lat_8B"],
+                    "perfvalues": {"testcluster:cpu:lat_8B@commodity": [1.0, 0, None, None, "us", "pass"],
+                                   "testcluster:cpu:lat_8B@vendor": [2.0, 0, None, None, "us", "pass"]}})
+    return {"session_info": {"uuid": "u", "stack": "commodity+vendor"}, "runs": [{"testcases": tcs}]}
+
+
+def test_rows_from_blocks_keep_every_launch_with_its_pair_and_block():
+    from stackproof.report.rows import cases_from_report, perf_rows
+    _, cases = cases_from_report(_block_report(), None, "t")
+    assert sorted((c.stack, c.repeat) for c in cases) == [("commodity", 0), ("commodity", 1), ("vendor", 0),
+                                                            ("vendor", 1)]
+    assert {c.name for c in cases} == {"NetPIPE"}
+    ven = next(c for c in cases if c.stack == "vendor" and c.repeat == 0)
+    assert ven.perf["lat_8B"]["value"] == 2.0 and len(ven.launches) == 2
+    (row,) = perf_rows(cases)         # lat_0B is no declared figure (no performance variable): not a sample
+    assert row.samples == {"commodity": [1.0, 1.1, 1.05, 0.95], "vendor": [2.0, 2.2, 2.1, 1.9]}
+    assert row.repeats == {"commodity": [0, 1, 2, 3], "vendor": [0, 1, 2, 3]}
+    assert row.blocks == {"commodity": [0, 0, 1, 1], "vendor": [0, 0, 1, 1]}
+    assert row.headline and row.better == "lower"
+    m = row.metric("commodity", "vendor")
+    assert list(m.baseline_pairs) == [0, 1, 2, 3] and list(m.other_blocks) == [0, 0, 1, 1]
+
+
+def test_a_report_with_broken_launches_is_refused_in_one_line(tmp_path):
+    from stackproof.report.rows import load_run
+    doc = _block_report()
+    doc["runs"][0]["testcases"][0]["launches"][1]["pair"] = "seven"
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    with pytest.raises(StackproofError, match=r"launches\[1\]\.pair is not a non-negative integer"):
+        load_run(str(tmp_path / "r.json"))
+    doc["runs"][0]["testcases"][0]["launches"][1] = {"stack": "vendor", "values": {"lat_8B": "NaN"}}
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    with pytest.raises(StackproofError, match="is not a finite number"):
+        load_run(str(tmp_path / "r.json"))

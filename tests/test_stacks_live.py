@@ -35,7 +35,7 @@ def session(live_cluster, tmp_path_factory):
     report = tmp / "report.json"
     env = dict(live_cluster.env(), STACKPROOF_CLUSTER_NODES="1", STACKPROOF_FAKE_GPUS="0",
                STACKPROOF_RFM_PREFIX=str(tmp / "prefix"), STACKPROOF_RESULTS_DB=str(tmp / "results.db"),
-               STACKPROOF_REPEAT=str(REPEAT))
+               STACKPROOF_BLOCKS=str(REPEAT), STACKPROOF_BLOCK_LAUNCHES="1")
     cmd = [sys.executable, str(REPO / "reframe-tests/run.py"), "--system", "testcluster"]
     for s in STACKS:
         cmd += ["--stack", s]
@@ -72,11 +72,14 @@ def test_each_stack_ran_its_own_mpi(session):
 
 
 def test_every_measurement_repeated_per_stack(session):
+    """Each stack's own blocks (no STACKPROOF_BLOCK_STACKS): REPEAT jobs of one launch each."""
     _, cases, _ = session
-    for check in ("NetPIPE", "MemoryBandwidth", "FWQNoise"):
+    for check in ("NetPIPE", "MemoryBandwidth"):
         for stack in STACKS:
-            reps = sorted(c["repeat_index"] for c in cases if c["name"].startswith(check) and c["environ"] == stack)
+            reps = sorted(c["block_index"] for c in cases if c["name"].startswith(check) and c["environ"] == stack)
             assert reps == list(range(REPEAT)), (check, stack, reps)
+            assert all([ln["stack"] for ln in c["launches"]] == [stack] for c in cases
+                       if c["name"].startswith(check) and c["environ"] == stack)
     np_ = [c for c in cases if c["name"].startswith("NetPIPE")]
     assert all({"testcluster:cpu:lat_8B", "testcluster:cpu:bw_1MiB"} <= set(c["perfvalues"]) for c in np_)
 

@@ -85,11 +85,9 @@ def _session(tmp_path):
             "environ": s, "result": "pass", "perfvalues": {"testcluster:cpu:lat_8B": [1.0, 0, None, None, "us"]}}
            for s in ("commodity", "vendor")]
     tcs.append({"name": "CoreSpecCheck %profile=corespec", "unique_name": "cs", "system": "testcluster",
-                "partition": "cpu", "environ": "commodity", "result": "skip", "hashcode": "0badcafe"})
-    log = tmp_path / "reframe.log"
-    log.write_text("[     SKIP ] ( 3/3) CoreSpecCheck %profile=corespec /0badcafe @testcluster:cpu+commodity "
-                   "[the partition runs profile baseline]\n")
-    run.write_text(json.dumps({"session_info": {"uuid": "s", "log_files": [str(log)]}, "runs": [{"testcases": tcs}]}))
+                "partition": "cpu", "environ": "commodity", "result": "skip", "hashcode": "0badcafe",
+                "skip_reason": "the partition runs profile baseline"})
+    run.write_text(json.dumps({"session_info": {"uuid": "s"}, "runs": [{"testcases": tcs}]}))
     return run
 
 
@@ -108,7 +106,7 @@ def test_the_node_section_opens_with_the_table_iv_verdict(tmp_path):
     assert calls["corespec"] == calls["clean"] == calls["freecore-first"] == "better", calls
     assert "| in-job injector (no profile can move it) | corespec |" in node
     assert "- corespec, noise daemon: better than baseline on std (" in node
-    # the other node checks follow, every skip with its reason (here from the run's log)
+    # the other node checks follow, every skip with its reason (the check's skip_reason in the JSON)
     assert "the partition runs profile baseline" in node
     assert "recorded no reason" not in md and "reason is not in this report" not in md
     html = (tmp_path / "report" / "report.html").read_text()
@@ -124,10 +122,14 @@ def test_the_projection_takes_the_matrix_traces_without_a_daemon(tmp_path):
     assert all("-none-" in p.name and p.is_file() for p in data.traces.values())
 
 
-def test_a_skip_keeps_its_reason_from_the_check_or_the_log(tmp_path):
+def test_a_skip_keeps_its_reason_from_the_check(tmp_path):
     tc = {"name": "X", "system": "s", "partition": "p", "environ": "e", "result": "skip", "skip_reason": "no GPU here"}
     _, (case,) = cases_from_report({"runs": [{"testcases": [tc]}]}, None, "t")
     assert case.fail_reason == "no GPU here"
     _, cases = cases_from_report(json.loads(_session(tmp_path).read_text()), None, "t")
     skipped = next(c for c in cases if c.result == "skip")
     assert skipped.fail_reason == "the partition runs profile baseline"
+    # a skip that recorded no reason says so: ReFrame's console is not read
+    tc.pop("skip_reason")
+    _, (case,) = cases_from_report({"runs": [{"testcases": [tc]}]}, None, "t")
+    assert case.fail_reason.startswith("the check recorded no reason")

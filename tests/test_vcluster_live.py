@@ -139,7 +139,7 @@ def test_reframe_mpi_hello_and_fwq_on_both_nodes(cluster, tmp_path):
     if missing:
         pytest.skip(f"commodity stack not built ({', '.join(missing)} missing): make stacks")
     report = tmp_path / "report.json"
-    env = {**os.environ, "STACKPROOF_REPEAT": "1", "STACKPROOF_RESULTS_DB": str(tmp_path / "results.db"),
+    env = {**os.environ, "STACKPROOF_RESULTS_DB": str(tmp_path / "results.db"),
            "STACKPROOF_RFM_PREFIX": str(tmp_path / "rfm")}
     cmd = STACKPROOF + ["vcluster", "exec", "--", str(Path(sys.executable).parent / "reframe"),
                         "-C", str(REPO / "reframe-tests" / "config" / "site.py"), "--system", "vcluster",

@@ -70,6 +70,15 @@ class OsuResult:
         return {size: row[col] for size, row in self.rows.items()}
 
 
+def size_label(nbytes: int) -> str:
+    """A message size as the performance variables name it: the largest binary unit that divides it
+    (8 -> 8B, 4096 -> 4KiB, 1048576 -> 1MiB): OSU's lat_8B / bw_1MiB and NetPIPE's are one name."""
+    for unit, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= m and nbytes % m == 0:
+            return f"{nbytes // m}{unit}"
+    return f"{nbytes}B"
+
+
 _OSU_TITLE = re.compile(r"^#\s*OSU\s+(.+?)\s+v(\d+(?:\.\d+)*)\s*$")
 
 

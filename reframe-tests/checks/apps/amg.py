@@ -8,7 +8,7 @@ memory (`-S AMGBenchmark.paper_on_emulated=true` runs it anyway); `ci` is a smal
 (-n 20 20 20 per rank) that finishes in seconds on one node.
 Binaries: the stack's `amg` and `amg2023` benchmarks (stack file). A stack without AMG2023 skips
 the amg2023 test with the reason (never an AMG 1.2 fallback); the code is recognised from its output,
-so an AMG 1.2 binary given as amg2023 fails sanity naming both. Repeated STACKPROOF_REPEAT times.
+so an AMG 1.2 binary given as amg2023 fails sanity naming both. Launched in blocks (StackCheck).
 
 Sized by time (`make acceptance`): with `time_target=T` the `ci` grid per rank is scaled so that one
 launch's setup + solve takes about T seconds here: the work grows with the points per rank, so the
@@ -20,7 +20,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 from reframe.core.exceptions import SanityError
 
-from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.check import StackCheck, blocks
 from stackproof.reframe.layout import dims_create
 
 CI_SECONDS = 0.45       # setup + solve of the 20^3-per-rank ci grid, 2 ranks, on the 2-core build machine (measured)
@@ -29,7 +29,7 @@ CODES = {'amg': 'AMG 1.2 (Figure of Merit (FOM_N))', 'amg2023': 'AMG2023 (Figure
 
 @rfm.simple_test
 class AMGBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
-    repeat_index = repeats()
+    block_index = blocks()
     code = parameter(list(CODES), loggable=True)
     size = parameter(['ci', 'paper'], loggable=True)
     #: -problem (AMG 1.2: 1 = AMG-PCG 27-point; AMG2023: 1 = AMG-GMRES 27-point, 2 = AMG-PCG 7-point)
@@ -89,15 +89,18 @@ class AMGBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
         f = (self.time_target / CI_SECONDS * self.size_scale) ** (1 / 3)
         return [max(10, min(200, round(n * f))) for n in self.ci_grid]
 
-    def verify(self):
-        result = self.parse_output('amg')
+    def figures(self):
+        return {'fom': 'nnz*iter/s', 'fom_setup': 'nnz/s', 'fom_solve': 'nnz*iter/s', 'setup_time': 's',
+                'solve_time': 's'}
+
+    def verify(self, launch):
+        result = self.parse_output('amg', launch)
         if result.code != self.code:
-            raise SanityError(f'{self.stage_file()}: expected {CODES[self.code]} output, got '
+            raise SanityError(f'{launch.path()}: expected {CODES[self.code]} output, got '
                               f'{CODES[result.code]} output (wrong binary in benchmarks.{self.code}?)')
         return True
 
-    def measure(self):
-        result = self.parse_output('amg')
-        return {'fom': (result.fom, 'nnz*iter/s'), 'fom_setup': (result.fom_setup, 'nnz/s'),
-                'fom_solve': (result.fom_solve, 'nnz*iter/s'), 'setup_time': (result.setup_s, 's'),
-                'solve_time': (result.solve_s, 's')}
+    def measure(self, launch):
+        result = self.parse_output('amg', launch)
+        return {'fom': result.fom, 'fom_setup': result.fom_setup, 'fom_solve': result.fom_solve,
+                'setup_time': result.setup_s, 'solve_time': result.solve_s}

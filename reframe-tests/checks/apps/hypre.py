@@ -7,20 +7,20 @@ grid -P, MPI_Dims_create-style); `ci` (64^3 points per rank) gives the solve abo
 compute on 2 cores here, and the setup as much (at 40^3 the solve took 0.16-0.21 s: docs/performance.md);
 ij has no inner repetitions. Performance: setup and solve
 wall-clock times (s) and the iteration count; the final relative residual must reach the tolerance.
-Output parsed by stackproof.benchparse.parse_hypre_ij. Repeated STACKPROOF_REPEAT times.
+Output parsed by stackproof.benchparse.parse_hypre_ij. Launched in blocks (StackCheck).
 """
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 from reframe.core.exceptions import SanityError
 
-from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.check import StackCheck, blocks
 from stackproof.reframe.layout import dims_create
 
 
 @rfm.simple_test
 class HypreBoomerAMG(StackCheck, rfm.RunOnlyRegressionTest):
-    repeat_index = repeats()
+    block_index = blocks()
     size = parameter(['ci'], loggable=True)
     #: grid points per rank (x, y, z) for each size
     grid_per_rank = variable(typ.Dict[str, typ.List[int]], value={'ci': [64, 64, 64], 'node': [100, 100, 100]})
@@ -48,14 +48,16 @@ class HypreBoomerAMG(StackCheck, rfm.RunOnlyRegressionTest):
         self.executable_opts = (['-laplacian', '-n'] + [str(g) for g in grid] + ['-P'] + [str(p) for p in procs] +
                                 ['-solver', '0', '-tol', str(self.tolerance)])
 
-    def verify(self):
-        result = self.parse_output('hypre')
+    def figures(self):
+        return {'setup_time': 's', 'solve_time': 's', 'iterations': ''}
+
+    def verify(self, launch):
+        result = self.parse_output('hypre', launch)
         if result.residual > self.tolerance:
-            raise SanityError(f'{self.stage_file()}: final relative residual {result.residual:g} above the '
+            raise SanityError(f'{launch.path()}: final relative residual {result.residual:g} above the '
                               f'tolerance {self.tolerance:g} (BoomerAMG did not converge)')
         return True
 
-    def measure(self):
-        result = self.parse_output('hypre')
-        return {'setup_time': (result.setup_s, 's'), 'solve_time': (result.solve_s, 's'),
-                'iterations': (result.iterations, '')}
+    def measure(self, launch):
+        result = self.parse_output('hypre', launch)
+        return {'setup_time': result.setup_s, 'solve_time': result.solve_s, 'iterations': result.iterations}

@@ -3,20 +3,21 @@
 
 Input decks are a parameter: $SW4_DECKS (comma-separated paths) or the small deck shipped in
 sw4-inputs/. Binary: the stack's `sw4` benchmark (stack file; built against the stack's own
-BLAS/LAPACK, `blas_lapack`); skipped with the reason when the stack has none. Repeated
-STACKPROOF_REPEAT times.
+BLAS/LAPACK, `blas_lapack`); skipped with the reason when the stack has none. Launched in blocks
+(StackCheck): each launch reads its own copy of the deck in its directory.
 
 Sized by time (`make acceptance`): with `time_target=T` the deck's `time steps=N` is scaled so that the
 time stepping takes about T seconds here (the cost per step is fixed by the grid; STEP_SECONDS is the
 small deck's step measured on this machine, docs/performance.md); `size_scale` multiplies the steps.
 """
 import os
+import re
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, variable
+from reframe.core.exceptions import SanityError
 
-from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.check import StackCheck, blocks
 
 STEP_SECONDS = 0.007     # one time step of halfspace-small on 2 ranks here: 60 steps in 0.38-0.48 s (measured)
 INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sw4-inputs')
@@ -26,7 +27,7 @@ DECKS = [os.path.abspath(d) for d in os.environ.get('SW4_DECKS', '').split(',') 
 
 @rfm.simple_test
 class SW4Benchmark(StackCheck, rfm.RunOnlyRegressionTest):
-    repeat_index = repeats()
+    block_index = blocks()
     deck = parameter(DECKS, loggable=True,
                      fmt=lambda path: os.path.splitext(os.path.basename(path))[0])
     #: nodes and ranks per node (0: one per core)
@@ -52,19 +53,29 @@ class SW4Benchmark(StackCheck, rfm.RunOnlyRegressionTest):
         self.executable = self.stack_binary('sw4')
         self.num_tasks_per_node = self.tasks_per_node or self.current_partition.extras['cores_per_node']
         self.num_tasks = self.nodes * self.num_tasks_per_node
-        # the deck is copied next to the job so its output directory lands in the stage dir
-        self.prerun_cmds = [f'cp {self.deck} .']
-        if self.time_target > 0:
-            steps = max(5, min(100000, round(self.time_target / STEP_SECONDS * self.size_scale)))
-            self.prerun_cmds.append(f"sed -i 's/^time steps=[0-9]*/time steps={steps}/' "
-                                    f"{os.path.basename(self.deck)}")
         self.executable_opts = [os.path.basename(self.deck)]
 
-    def verify(self):
-        self.parse_output('sw4')
-        return sn.assert_found(r'program sw4 finished', self.stdout,
-                               msg=f'{self.stage_file()}: expected "program sw4 finished" at the end')
+    def prepare_launch_dir(self, path):
+        """The deck, next to the launch so its output directory lands there; with time_target its
+        `time steps=` scaled to fill it."""
+        with open(self.deck, errors='replace') as fh:
+            text = fh.read()
+        if self.time_target > 0:
+            steps = max(5, min(100000, round(self.time_target / STEP_SECONDS * self.size_scale)))
+            text = re.sub(r'(?m)^time steps=[0-9]*', f'time steps={steps}', text)
+        with open(os.path.join(path, os.path.basename(self.deck)), 'w') as fh:
+            fh.write(text)
 
-    def measure(self):
-        result = self.parse_output('sw4')
-        return {'solve_time': (result.solve_s, 's'), 'startup_time': (result.startup_s, 's')}
+    def figures(self):
+        return {'solve_time': 's', 'startup_time': 's'}
+
+    def verify(self, launch):
+        self.parse_output('sw4', launch)
+        with open(launch.path(), errors='replace') as fh:
+            if 'program sw4 finished' not in fh.read():
+                raise SanityError(f'{launch.path()}: expected "program sw4 finished" at the end')
+        return True
+
+    def measure(self, launch):
+        result = self.parse_output('sw4', launch)
+        return {'solve_time': result.solve_s, 'startup_time': result.startup_s}

@@ -85,14 +85,17 @@ class GPUHealth(StackCheck, rfm.RegressionTest):
                 cache['links'] = {}
         return cache['out'], cache['links']
 
-    def verify(self):
+    def figures(self):
+        return gpu_health.figure_units()
+
+    def verify(self, launch):
         out, _ = self._parsed()
         found = gpu_health.problems(out, self.num_devices)
         return sn.assert_true(not found, msg=f'{self.stage_file()}: ' + '; '.join(found))
 
-    def measure(self):
+    def measure(self, launch):
         out, links = self._parsed()
         values, notes = gpu_health.figures(out, self.gpu_model, links)
         for note in notes:
             self.logger.warning(f'{self.display_name}: {note}')
-        return values
+        return {name: value for name, (value, _unit) in values.items()}

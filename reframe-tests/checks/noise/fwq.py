@@ -15,8 +15,8 @@ STACKPROOF_APP_CPUS, STACKPROOF_SRUN_CPU_BIND). After the run the trace is reduc
 (stackproof.noise: fwq-stats.json); performance variables come from the most affected core.
 Profiles are the ones slurm-conf/profiles.yaml defines. Binaries: the stack's `fwq` benchmark (fwq-mpi
 built against that stack's MPI) and fwq-noise (no MPI: $STACKPROOF_FWQ_NOISE, else the project's
-build/fwq/). The stack comparison row (baseline, no signature) repeats STACKPROOF_REPEAT times; the
-profile x signature matrix runs once.
+build/fwq/). The stack comparison row (baseline, no signature) runs for every stack, the profile x
+signature matrix once (with STACKPROOF_NOISE_STACK's stack); ReFrame's --repeat repeats them.
 """
 import json
 import os
@@ -31,7 +31,7 @@ from stackproof.nodes.profiles import profile_names
 from stackproof.noise import TraceError, load, stats_json
 from stackproof.noise.tableiv import SAMPLES as TABLE_IV_SAMPLES, WORK as TABLE_IV_WORK
 from stackproof.paths import REPO
-from stackproof.reframe.check import StackCheck, repeats
+from stackproof.reframe.check import StackCheck
 from stackproof.reframe.profile import cpu_bind_options
 from stackproof.reframe.stack import launcher_name, system_checks_stack
 from stackproof.report.outcome import injector_not_measured
@@ -43,7 +43,6 @@ SIGNATURES = ['none', '10Hz-2500us', 'daemon-10Hz-2500us']
 
 @rfm.simple_test
 class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
-    repeat_index = repeats()
     #: direction of each performance variable (the report never guesses it from the name)
     perf_better = {'min': 'lower', 'mean': 'lower', 'max': 'lower', 'std': 'lower', 'noise_fraction': 'lower'}
     perf_headline = ['noise_fraction']
@@ -73,8 +72,6 @@ class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
         if (self.profile, self.signature) != ('baseline', 'none'):
             # the profile x noise matrix measures the nodes: once, with one stack when one is named
             self.valid_prog_environs = system_checks_stack() or self.valid_prog_environs
-            if self.repeat_index > 0:
-                self.valid_systems = []     # only the stack comparison row repeats
         if self.signature.startswith('daemon-'):
             self.noise_daemon = self.signature[len('daemon-'):]     # the partition must run it (StackCheck)
 
@@ -153,7 +150,10 @@ class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
             raise SanityError(self.fwq_problem or 'no FWQ statistics')
         return self.fwq_stats
 
-    def verify(self):
+    def figures(self):
+        return {'min': 'us', 'mean': 'us', 'max': 'us', 'std': 'us', 'noise_fraction': ''}
+
+    def verify(self, launch):
         """Every rank reported, each on its own application core of the profile."""
         cores, _ = self.noise_stats()
         trace = self.stage_file('fwq.dat')
@@ -171,8 +171,7 @@ class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
                               f'{sorted(c["cpu"] for c in cores)}')
         return True
 
-    def measure(self):
+    def measure(self, launch):
         """The most affected core's statistics."""
         _, worst = self.noise_stats()
-        units = {'min_us': 'us', 'mean_us': 'us', 'max_us': 'us', 'std_us': 'us', 'noise_fraction': ''}
-        return {name.replace('_us', ''): (worst.get(name), unit) for name, unit in units.items()}
+        return {name: worst.get(f'{name}_us' if name != 'noise_fraction' else name) for name in self.figures()}

@@ -136,7 +136,7 @@ class MpibindBinding(StackCheck, rfm.RunOnlyRegressionTest):
                                   f'{"; ".join(idle)} of profile {self.profile}')
         return True
 
-    def verify(self):
+    def verify(self, launch):
         tasks = sn.extractall(TASK_LINE, self.stdout, tag=(1, 2, 3, 4, 5))
         return sn.all([
             sn.assert_eq(sn.count(tasks), self.num_tasks,

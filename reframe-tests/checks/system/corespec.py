@@ -59,7 +59,7 @@ class CoreSpecCheck(StackCheck, rfm.RunOnlyRegressionTest):
                                   f'(Cpus_allowed_list {text}; system CPUs {format_list(self.system_cpus)})')
         return True
 
-    def verify(self):
+    def verify(self, launch):
         lists = sn.extractall(r'^Cpus_allowed_list:\s*(\S+)', self.stdout, 1)
         return sn.all([
             self.daemons_on_system_cpus(),

@@ -23,7 +23,7 @@ class MPIHello(StackCheck, rfm.RunOnlyRegressionTest):
         self.num_tasks_per_node = int(self.profile_env['STACKPROOF_APP_CORES'])
         self.num_tasks = self.num_tasks_per_node
 
-    def verify(self):
+    def verify(self, launch):
         line = r'^rank (\d+) of (\d+) on \S+ cpu \d+ sum (\d+)$'
         ranks = sn.extractall(line, self.stdout, 1, int)
         sizes = sn.extractall(line, self.stdout, 2, int)

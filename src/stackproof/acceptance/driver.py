@@ -3,21 +3,23 @@ Debian Open MPI 4.1 vs vendor = Intel MPI + MKL, baseline commodity), after chec
 profiles; print and write a summary, tear the cluster down.
 
   python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity]
-         [--min-pairs 5] [--max-pairs 10] [--looks 3] [--paired] [--rule bh|holm] [--margin 0.05] [--budget-min 8] [--target-s 2]
+         [--min-pairs 8] [--max-pairs 16] [--looks 2] [--block-launches 4] [--paired] [--rule bh|holm]
+         [--margin 0.05] [--budget 7m] [--target-s 2] [--until-decided [--look-step 8] --budget 30m]
 
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per
 application core, each rank's CPU checked) and the node checks of that profile (core
 specialization where it reserves cores; mpibind binding under every profile: the per-profile clusters
 load the mpibind SPANK plugin), one ReFrame session each, with the baseline stack; an MPI smoke across
-3 namespaced nodes; then the stack comparison in looks (suite.py): pairs of launches
-A B, B A, ... until every metric's verdict is known (docs/performance.md), benchmarks sized by time
-(--target-s per launch). Then the noise hunt, the node checks under the hunt's proposed profile,
-Table IV (tableiv.py: every profile, the hunt's proposal too, with and without a noise daemon and with
-an in-job injector, in interleaved rounds; FWQ per profile is measured there, not in the node-check
-sessions), the noise projection and the report. The noise hunt, the projection and the report are
-the functions behind `stackproof noise hunt`, `noise project` and `report build`, called in this
-process. Each step prints `[i/n] step ... ok (s)`, the ReFrame sessions a live line.
+3 namespaced nodes; then the stack comparison in looks (suite.py): blocks of launches, one job each
+(A,B,B,A / B,A,A,B), until every metric's call is known or, with --until-decided, every headline
+metric's (docs/performance.md), benchmarks sized by time (--target-s per launch). Then the noise hunt,
+the node checks under the hunt's proposed profile, Table IV (tableiv.py: every profile, the hunt's
+proposal too, with and without a noise daemon and with an in-job injector, in interleaved rounds; FWQ
+per profile is measured there, not in the node-check sessions), the noise projection and the report.
+The noise hunt, the projection and the report are the functions behind `stackproof noise hunt`,
+`noise project` and `report build`, called in this process. Each step prints `[i/n] step ... ok (s)`,
+the ReFrame sessions a live line.
 SIGINT / SIGTERM: the ReFrame session is stopped (its jobs cancelled), the test cluster taken down,
 one line, exit 128 + signal (130 for SIGINT). Outputs in reports/acceptance/ ($STACKPROOF_REPORT_DIR):
 summary.md, report.html, report.md, reframe-report.json (merged sessions), reframe.log.
@@ -44,7 +46,7 @@ from typing import Callable
 
 from stackproof.cluster import Cluster, Settings, find_built_mpibind_plugin
 from stackproof.cpulist import parse_list
-from stackproof.errors import StackproofError
+from stackproof.errors import InputError, StackproofError
 from stackproof.nodes.nodetype import from_host
 from stackproof.noise.hunt.hunt import check_cpus, hunt
 from stackproof.noise.hunt.tracefs import ensure_tracefs
@@ -52,10 +54,9 @@ from stackproof.noise.scale.cli import project, write_outputs as write_projectio
 from stackproof.paths import REPO
 from stackproof.nodes.profiles import plan, profile_names, read_profile_env
 from stackproof.reframe import session
-from stackproof.reframe.reports import merge_reports
+from stackproof.reframe_output import merge_reports
 from stackproof.report.build import build as build_report
 from stackproof.report.rows import load_run
-from stackproof.report.stats import RULES, design
 from stackproof.stacks import StackError, load_stack, stack_names
 from stackproof.acceptance import suite, tableiv
 from stackproof.acceptance.provenance import stack_provenance
@@ -148,9 +149,9 @@ def summary_markdown(results: list[Result], header: str) -> str:
 DEFAULT_STACKS = ["commodity", "vendor"]
 
 
-# OSU's timed loop averages 10^5-10^6 messages in a second; a longer loop measured the host no better
-# (A/A spread within a pair at 2 s: docs/performance.md) and OSU's four benchmarks are a third of a pair
-OSU_TARGET_S = 1.0
+# OSU's timed loop averages 10^5 messages and more in half a second; a longer loop measured the host
+# no better (A/A spreads: docs/performance.md) and OSU's four benchmarks are 64 of a look's 144 launches
+OSU_TARGET_S = 0.5
 
 
 def sizing(target_s: float, full_sweep: bool) -> list[str]:
@@ -196,28 +197,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"a stack to compare (repeatable; default {' and '.join(DEFAULT_STACKS)})")
     p.add_argument("--baseline", metavar="NAME",
                    help="the stack the others are compared with (default: the first --stack, i.e. commodity)")
-    p.add_argument("--min-pairs", type=int, default=5, help="launch pairs (A B) before the first look (default 5)")
-    p.add_argument("--max-pairs", type=int, default=10, help="launch pairs at most (default 10)")
-    p.add_argument("--looks", type=int, default=3, help="looks from min to max pairs (default 3)")
-    pairs = p.add_mutually_exclusive_group()
-    pairs.add_argument("--paired", action="store_true",
-                       help="compare pair by pair (signed-rank on each pair's ratio) at a look whose pairs can reach "
-                            "its alpha, else as two samples")
-    pairs.add_argument("--unpaired", action="store_true",
-                       help="two samples (Mann-Whitney) at every look; by default a look whose pairs can reach half "
-                            "its alpha takes the better of both tests, each at half of it (pairs cancel the host's "
-                            "slow spells, two samples reach smaller p-values with few launches)")
-    p.add_argument("--rule", choices=RULES, default="bh",
-                   help="the error control over all metrics at each look: bh (Benjamini-Hochberg, default) or "
-                        "holm")
-    p.add_argument("--repeat", type=int, metavar="N",
-                   help="a fixed number of pairs, one look at the whole 5 %% (--min-pairs N --max-pairs N --looks 1)")
-    p.add_argument("--margin", type=float, default=0.05,
-                   help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
-    p.add_argument("--budget-min", type=float, default=7.0,
-                   help="wall-clock budget of the stack comparison in minutes: no look starts that would end "
-                        "after it (default 7: with the node checks, hunts and report about 3 more minutes, the "
-                        "whole run stays inside 10; 0: none)")
+    suite.add_arguments(p)
     p.add_argument("--target-s", type=float, default=2.0, help="time target of one benchmark launch (default 2 s)")
     p.add_argument("--full-sweep", action="store_true", help="OSU: every message size, not only the verdict's")
     p.add_argument("--node-repeat", type=int, default=int(os.environ.get("STACKPROOF_REPEAT") or 3),
@@ -235,16 +215,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.baseline not in args.stack:
         p.error(f"--baseline {args.baseline} is not one of the stacks compared ({', '.join(args.stack)})")
     args.stack = [args.baseline] + [s for s in args.stack if s != args.baseline]
-    if args.repeat is not None:
-        args.min_pairs = args.max_pairs = args.repeat
-        args.looks = 1
     try:
-        args.design = design(args.min_pairs, args.max_pairs, args.looks, margin=args.margin,
-                             paired=args.paired, rule=args.rule, either=not (args.paired or args.unpaired))
-    except ValueError as exc:
-        p.error(str(exc))
-    if args.node_repeat < 1 or not 0 < args.target_s <= 600 or not 0 <= args.budget_min <= 24 * 60:
-        p.error("--node-repeat >= 1, 0 < --target-s <= 600 and 0 <= --budget-min <= 1440")
+        suite.check_arguments(args)
+    except InputError as exc:          # one line, exit 2 (a duration that is not one, one stack to compare...)
+        print(f"{p.prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if args.node_repeat < 1 or not 0 < args.target_s <= 600:
+        p.error("--node-repeat >= 1 and 0 < --target-s <= 600")
     if not 2 <= args.table_iv_rounds <= 100 or args.table_iv_rounds % 2:
         p.error("--table-iv-rounds: an even number in 2..100 (every other round runs in reverse order)")
     return args
@@ -274,7 +251,10 @@ def main(argv=None) -> int:
         target = session.target(suite.SYSTEM, args.stack)
         for line in session.preflight(target):        # the run's one readiness check
             print(f"acceptance: {line}", file=sys.stderr)
-    except StackError as exc:
+        warning = suite.lone_metric_check(args, target, sizing(args.target_s, args.full_sweep))
+        if warning:
+            print(f"acceptance: warning: {warning}", file=sys.stderr)
+    except (StackError, InputError) as exc:
         print(f"acceptance: error: {exc}", file=sys.stderr)
         return 2
     except StackproofError as exc:
@@ -310,7 +290,8 @@ def main(argv=None) -> int:
         cluster.down(quiet=True)
     total = time.monotonic() - t_start
     header = (f"Stacks {', '.join(args.stack)} (baseline {args.baseline}); looks after "
-              f"{', '.join(map(str, args.design.looks))} pairs ({', '.join(k for k, _ in args.design.plan)}; "
+              f"{', '.join(map(str, args.design.looks))}{f' + every {args.design.step}' if args.design.open else ''} "
+              f"launches per stack in blocks of {args.block_launches} ({', '.join(k for k, _ in args.design.plan)}; "
               f"alpha {' + '.join(f'{100 * a:g} %' for a in args.design.alphas)}, {args.design.rule} over all metrics), "
               f"margin ±{100 * args.margin:g} %, "
               f"{args.target_s:g} s per launch. Node type `local`: {nt.num_cpus} CPUs ({len(nt.sockets)} socket x "
@@ -349,7 +330,8 @@ def plan_steps(args, out: Path, nt, cluster: Cluster, hello: Path, state: dict) 
                   lambda: _up(cluster, Settings(profile="baseline", fake_gpus=2, mpibind_plugin=plugin))))
     steps.append(("launch costs (empty job, identity probe)", lambda: _costs(cluster, args, state)))
     steps.append((f"stack comparison ({' vs '.join(args.stack)}, looks after "
-                  f"{', '.join(map(str, args.design.looks))} pairs)", lambda: _compare(cluster, out, args, state)))
+                  f"{', '.join(map(str, args.design.looks))}{' and more' if args.design.open else ''} launches per "
+                  f"stack)", lambda: _compare(cluster, out, args, state)))
     for prof in ("baseline", "corespec"):
         steps.append((f"who stole the time: noise hunt under {prof} (5 s)",
                       lambda p=prof: _hunt(cluster, out, p)))
@@ -384,7 +366,7 @@ def _node_checks(cluster: Cluster, out: Path, args, nt, profile: str, state: dic
     summary = ""
     if names:
         doc, summary = suite.node_checks(state["target"], _rfm_env(cluster), out, args.baseline, profile, names,
-                                         args.node_repeat, [])
+                                         [])
         state["node_docs"].append(doc)
         if not doc.get("runs") or suite.failures([doc]):
             raise StackproofError(f"node checks under {profile}: {summary}; see {out / 'reframe.log'}")
@@ -418,8 +400,9 @@ def _costs(cluster: Cluster, args, state: dict) -> str:
 def _compare(cluster: Cluster, out: Path, args, state: dict) -> str:
     env = {**_rfm_env(cluster), "STACKPROOF_NOISE_STACK": args.baseline}
     t0 = time.monotonic()
-    merged, looks, summary = suite.compare_stacks(state["target"], env, out, args.design, 60 * args.budget_min,
-                                                  sizing(args.target_s, args.full_sweep))
+    merged, looks, summary = suite.compare_stacks(state["target"], env, out, args.design, args.budget_s,
+                                                  sizing(args.target_s, args.full_sweep),
+                                                  per_stack=args.block_launches, until_decided=args.until_decided)
     state.update(merged=merged, looks=looks, compare_s=time.monotonic() - t0)
     if "failed" in summary:
         raise StackproofError(summary + f" in {time.monotonic() - t0:.0f} s")
@@ -436,13 +419,14 @@ def _merge(out: Path, args, nt, state: dict) -> str:
                                      {**state["costs"], "target_s": args.target_s}),
               "provenance": {s: stack_provenance(s, nt.name, "baseline") for s in args.stack}}
     doc = merge_reports(docs, record=record)
-    # every session's output (its [ SKIP ] lines carry the reasons ReFrame's JSON does not keep)
+    # every session's output beside the report (the skip reasons are in the JSON: skip_reason)
     info = doc["session_info"]
     info["log_files"] = [*(info.get("log_files") or []), str(out / "reframe.log")]
     (out / "reframe-report.json").write_text(json.dumps(doc, indent=1, default=str))
     n = sum(len(r["testcases"]) for r in doc["runs"])
     t = record["timing"]
-    return f"{n} test cases; stack comparison {t['wall_s']:.0f} s wall, {t['launch_s']:.0f} s in {t['launches']} jobs"
+    return (f"{n} test cases; stack comparison {t['wall_s']:.0f} s wall, {t['launch_s']:.0f} s in {t['jobs']} jobs "
+            f"of {t['launches']} launches")
 
 
 def _hunt(cluster: Cluster, out: Path, profile: str) -> str:

@@ -185,6 +185,17 @@ def problems(out: Output, expected_devices: int) -> list[str]:
     return found
 
 
+def figure_units() -> dict[str, str]:
+    """Every figure `figures` can give, with its unit (the GPU health check declares them up front)."""
+    units = {}
+    for prec in ("fp64", "fp32"):
+        units.update({f"{prec}_gflops": "GFLOP/s", f"{prec}_fraction": ""})
+    for direction, mem in COPIES[:4]:
+        units.update({f"{direction}_{mem}_gbs": "GB/s", f"{direction}_{mem}_fraction": ""})
+    units.update({"d2d_gbs": "GB/s", "d2d_fraction": "", "p2p_min_gbs": "GB/s", "migrated_cpus": "CPUs"})
+    return units
+
+
 def figures(out: Output, model: str, links: dict[int, Link]) -> tuple[dict, list[str]]:
     """Performance figures {name: (value, unit)} (worst GPU) and notes on what could not be
     computed. A figure whose limit is unknown is left out (never reported as a pass)."""

@@ -14,14 +14,17 @@ and reads the profile's values (profile.env: application cores, system CPUs, sru
 import os
 from pathlib import Path
 
-from reframe.core.exceptions import SkipTestError
-
 from stackproof.cluster import Cluster
 from stackproof.errors import StackproofError
 from stackproof.nodes.nodetype import load
 from stackproof.nodes.profiles import plan, profile_names, read_profile_env
 from stackproof.nodes.slurmconf import Site, render, write_tree
 from stackproof.reframe.stack import launcher_name
+
+
+class ProfileUnavailable(StackproofError):
+    """The partition does not run the profile (or noise daemon) a check measures: the check skips
+    itself with this message (StackCheck.skip, so the reason is kept in the JSON report)."""
 
 
 def render_profile(nodetype, profile, outdir):
@@ -68,7 +71,7 @@ def app_core_cpus(env):
 
 def profile_values(part, profile, stagedir, *, dry_run=False, noise_daemon=''):
     """The profile.env values a check measuring `profile` (None: whatever the node image runs) gets
-    on partition `part`; SkipTestError, with the command that provides it, where the partition runs
+    on partition `part`; ProfileUnavailable, with the command that provides it, where the partition runs
     another profile or another noise daemon (`noise_daemon`: the one the check measures, '' none)."""
     switchable = 'profiles' in part.features
     fixed = 'corespec' in part.features and not switchable
@@ -78,20 +81,20 @@ def profile_values(part, profile, stagedir, *, dry_run=False, noise_daemon=''):
         try:
             return render_profile(part.extras['nodetype'], profile, os.path.join(stagedir, 'profile-render'))
         except RuntimeError as exc:
-            raise SkipTestError(str(exc)) from None
+            raise ProfileUnavailable(str(exc)) from None
     installed = os.path.join(part.extras.get('stackproof_root', '/'), 'etc/stackproof/profile.env')
     if not os.path.isfile(installed):
-        raise SkipTestError(f'{installed} not found: the nodes run no stackproof profile ' +
+        raise ProfileUnavailable(f'{installed} not found: the nodes run no stackproof profile ' +
                             ('(`stackproof cluster up`)' if switchable else
                              '(render one with `stackproof slurm render` into the node image)'))
     values = read_profile_env(installed)
     running = values.get('STACKPROOF_PROFILE')
     if profile is not None and running != profile:
         how = f'`stackproof cluster up --profile {profile}`' if switchable else 'boot the nodes with that profile'
-        raise SkipTestError(f'{part.fullname} runs profile {running!r}; this check measures {profile!r}: {how}')
+        raise ProfileUnavailable(f'{part.fullname} runs profile {running!r}; this check measures {profile!r}: {how}')
     daemon = part.extras.get('noise_daemon') or ''
     if switchable and daemon != noise_daemon:
-        raise SkipTestError(f'{part.fullname} runs ' + (f'noise daemon {daemon}' if daemon else 'no noise daemon') +
+        raise ProfileUnavailable(f'{part.fullname} runs ' + (f'noise daemon {daemon}' if daemon else 'no noise daemon') +
                             '; this check measures ' + (f'noise daemon {noise_daemon}' if noise_daemon else 'without one') +
                             f': `stackproof cluster up --profile {running} --noise-daemon {noise_daemon or "none"}`')
     return values

@@ -8,7 +8,8 @@ through these functions, in this order:
   cluster_up(profile, daemon)  the test cluster in a core-specialization profile (and noise daemon)
   command(target, ...)         the `reframe` command line of one session
   run_session(cmd, ...)        one ReFrame session, in its own process group, its output line by line
-  merge_reports(docs, ...)     the one rule that makes one ReFrame report of several sessions (reports.py)
+  merge_reports(docs, ...)     the one rule that makes one ReFrame report of several sessions
+                               (stackproof.reframe_output, with the report reader)
   outcome(target, ...)         a run that measured nothing fails (stackproof.report.outcome)
 
 run_profiles() strings them together for a run over several profiles. ReFrame runs in a subprocess
@@ -35,12 +36,11 @@ from stackproof.cluster import Cluster, settings_with
 from stackproof.errors import InputError, StackproofError
 from stackproof.nodes.nodetype import from_host
 from stackproof.nodes.profiles import plan, profile_names
-from stackproof.paths import REPO
-from stackproof.reframe.reports import load_report, merge_reports, report_option, testcases
-from stackproof.report.outcome import problems, skip_reasons
+from stackproof.reframe_output import SITE_CONFIG, load_report, merge_reports, reframe_executable, testcases
+from stackproof.report.outcome import problems
 from stackproof.stacks.preflight import ensure_ready
 
-CONFIG = REPO / "reframe-tests" / "config" / "site.py"
+CONFIG = SITE_CONFIG
 
 
 # ---- the target: a system and its stacks ------------------------------------------------------------
@@ -175,11 +175,19 @@ def cluster_up(profile: str, noise_daemon: str = "", *, base=None, cluster=None)
 
 # ---- one session -------------------------------------------------------------------------------------
 
-def reframe_executable() -> str:
-    found = shutil.which("reframe", path=os.path.dirname(sys.executable)) or shutil.which("reframe")
-    if found is None:
-        raise StackproofError("reframe not found: run `make venv` (reframe-hpc is pinned in requirements-lock.txt)")
-    return found
+def report_option(extra) -> tuple[str | None, list[str]]:
+    """(the --report-file of REFRAME ARGS or None, REFRAME ARGS without it)."""
+    out, report, skip = [], None, False
+    for i, a in enumerate(extra):
+        if skip:
+            skip = False
+        elif a.startswith("--report-file="):
+            report = a.split("=", 1)[1]
+        elif a == "--report-file" and i + 1 < len(extra):
+            report, skip = extra[i + 1], True
+        else:
+            out.append(a)
+    return report, out
 
 
 def command(tgt: Target, *, stacks: list[str] | None = None, tag: str | None = None, dry_run: bool = False,
@@ -194,6 +202,27 @@ def command(tgt: Target, *, stacks: list[str] | None = None, tag: str | None = N
     if tag:
         cmd += ["-t", tag]
     return cmd + (["--dry-run"] if dry_run else ["-r"]) + list(extra)
+
+
+def compare_groups(system: str, tag: str = "compare") -> list[tuple[str, list[str]]]:
+    """(check, columns) for ReFrame's --performance-compare of every check tagged `tag` on `system`:
+    `basename` and the check's own parameters (its blocks left out: they are samples of one case), as
+    `reframe --describe` names them. ReFrame cannot join a parameter column one side lacks, so each
+    check is compared on its own (make reframe-compare)."""
+    proc = subprocess.run([reframe_executable(), "-C", str(CONFIG), "--system", system, "-t", f"^{tag}$",
+                           "--describe"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackproofError(f"reframe --describe -t {tag}: {proc.stderr.strip()[-300:] or proc.stdout[-300:]}")
+    try:
+        described = json.loads(proc.stdout)
+    except ValueError:
+        raise StackproofError(f"reframe --describe: unexpected output {proc.stdout[:200]!r}") from None
+    out: dict[str, list[str]] = {}
+    for d in described:
+        params = [w.split("=", 1)[0][1:] for w in str(d.get("display_name", "")).split()[1:] if w.startswith("%")]
+        cols = out.setdefault(str(d.get("@class")), ["basename"])
+        cols += [p for p in params if p not in ("block_index",) and not p.startswith(".") and p not in cols]
+    return sorted(out.items())
 
 
 def session_env(stacks: list[str], env: dict | None = None) -> dict:
@@ -267,11 +296,11 @@ def narrowed(extra, tag: str | None) -> bool:
                a.startswith(("--name=", "--tag=", "--exclude=")) for a in extra) or tag not in (None, "acceptance", "gpu")
 
 
-def outcome(tgt: Target, cases: list[dict] | None, lines: list[str], extra=(), tag: str | None = None) -> list[str]:
+def outcome(tgt: Target, cases: list[dict] | None, extra=(), tag: str | None = None) -> list[str]:
     """The problems of a run that measured nothing although ReFrame passed (stackproof.report.outcome):
     no test case selected, or a GPU partition whose GPU checks were all skipped."""
     what = f"system {tgt.system} stack {'+'.join(tgt.stacks)}" + (f" tag {tag}" if tag else "")
-    return problems(cases, tgt.gpu_partitions(extra), skip_reasons("".join(lines)), narrowed(extra, tag), what)
+    return problems(cases, tgt.gpu_partitions(extra), narrowed(extra, tag), what)
 
 
 # ---- a run over the profiles -------------------------------------------------------------------------
@@ -285,7 +314,7 @@ def run_profiles(tgt: Target, profiles: list[str], daemons: list[str], *, tag: s
     report, extra = report_option(extra)
     tmpdir = tempfile.mkdtemp(prefix="stackproof-profiles-")
     runs = [(p, "") for p in profiles] + [(p, d) for d in daemons for p in profiles]
-    docs, rc, lines = [], 0, []
+    docs, rc = [], 0
     for profile, daemon in runs:
         up = f"stackproof cluster up --profile {profile} --noise-daemon {daemon or 'none'}"
         print(f"{prog}: {up}", flush=True)
@@ -300,10 +329,9 @@ def run_profiles(tgt: Target, profiles: list[str], daemons: list[str], *, tag: s
         # clean the output (e.g. the FWQ trace) an earlier session kept for it
         prefix = os.path.join(partitions.default_prefix(), "sessions", f"{profile}-{daemon or 'none'}")
         only = ["-n", "FWQNoise"] if daemon else []
-        session_rc, session_lines = run_session(
+        session_rc, _ = run_session(
             command(tgt, tag=tag, extra=[*extra, *only, "--prefix", prefix, "--report-file", path]),
             session_env(tgt.stacks))
-        lines += session_lines
         rc = rc or session_rc
         if os.path.isfile(path):
             docs.append(load_report(path))
@@ -312,7 +340,7 @@ def run_profiles(tgt: Target, profiles: list[str], daemons: list[str], *, tag: s
         merged = merge_reports(docs)
         Path(report or os.path.join(tmpdir, "report.json")).write_text(json.dumps(merged, indent=1))
         cases = testcases(merged)
-    found = outcome(tgt, cases, lines, extra, tag)
+    found = outcome(tgt, cases, extra, tag)
     shutil.rmtree(tmpdir, ignore_errors=True)
     return rc or (1 if found else 0), found
 
@@ -326,7 +354,7 @@ def run_once(tgt: Target, *, tag: str | None = None, dry_run: bool = False, extr
         tmpdir = tempfile.mkdtemp(prefix="stackproof-run-")
         report = os.path.join(tmpdir, "report.json")
         extra = [*extra, "--report-file", report]
-    rc, lines = run_session(command(tgt, tag=tag, dry_run=dry_run, extra=extra), session_env(tgt.stacks))
+    rc, _ = run_session(command(tgt, tag=tag, dry_run=dry_run, extra=extra), session_env(tgt.stacks))
     cases = None
     try:
         if os.path.isfile(report):
@@ -336,5 +364,5 @@ def run_once(tgt: Target, *, tag: str | None = None, dry_run: bool = False, extr
     finally:
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
-    found = outcome(tgt, cases, lines, extra, tag)
+    found = outcome(tgt, cases, extra, tag)
     return rc or (1 if found else 0), found

@@ -43,10 +43,20 @@ def not_ready(st):
     return None
 
 
+def launch_prefix(base, argv, job):
+    """The tokens in front of a program started with a stack's launcher `argv` (stack file
+    `launcher.<kind>`) on a partition whose launcher is `base`: on srun partitions, when the stack
+    launches with srun, ReFrame's srun command (with the job's task options) and the stack's srun
+    options (`--mpi=X`); any other command gets `-np N` (mpirun / mpiexec of Open MPI, MPICH Hydra and
+    Intel MPI). The one place a stack's launcher meets a partition's: StackLauncher and the blocks of
+    launches both use it."""
+    if type(base).registered_name == 'srun' and os.path.basename(argv[0]) == 'srun':
+        return list(base.command(job)) + list(argv[1:])
+    return list(argv) + ['-np', str(job.num_tasks)]
+
+
 class StackLauncher(JobLauncher):
-    """The stack's own launcher (stack file `launcher.<kind>`). On Slurm partitions `[srun, --mpi=X]` is
-    appended to ReFrame's srun command (which keeps its task options); any other command gets `-np N`
-    (mpirun / mpiexec of Open MPI, MPICH Hydra and Intel MPI)."""
+    """The partition's launcher started as the stack's own (launch_prefix)."""
 
     def __init__(self, base, argv):
         super().__init__()
@@ -54,6 +64,4 @@ class StackLauncher(JobLauncher):
         self.options = list(base.options)
 
     def command(self, job):
-        if os.path.basename(self.argv[0]) == 'srun' and type(self.base).__name__ == 'SrunLauncher':
-            return self.base.command(job) + self.argv[1:]
-        return self.argv + ['-np', str(job.num_tasks)]
+        return launch_prefix(self.base, self.argv, job)

@@ -7,19 +7,17 @@ writes the text and tables). A call is a `comparison.Call`: a `Verdict` and a re
 to parse.
 
 Which metrics: every performance variable of a check that more than one stack measured (node checks,
-run with one stack, are the node section's), message-size curves at the sizes the verdict reads
-(curves.headline_var); headline roles are the check's own declaration (`perf_headline`).
+run with one stack, are the node section's), of a curve over message size only its headline points;
+the roles are the check's own declarations (`perf_curve`, `perf_headline`: rows.Row.judged).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
 from stackproof.comparison import (NO_VERDICT, NOT_MEASURED, Call, Design, Metric, Verdict, call_from,
                                    sequential_calls, two_sample_test)
-from stackproof.report.curves import headline_var, size_of_var
 from stackproof.report.rows import Case, by_key, perf_rows, why_not_measured
 from stackproof.report.stats import LEVEL, summarize
 
@@ -58,18 +56,8 @@ def judge(baseline, other, better: str | None, design: Design = ONE_LOOK, level:
 
 
 def verdict_metrics(rows):
-    """The rows the verdict judges: message-size curves only at the verdict's sizes (8 B and 1 MiB),
-    every other metric as it is."""
-    sizes = defaultdict(set)
-    for r in rows:
-        s = size_of_var(r.var)
-        if s:
-            sizes[(r.check, r.case, r.system, s[0])].add(s[1])
-    for r in sorted(rows, key=lambda r: (r.check, r.case, r.system, r.var)):
-        s = size_of_var(r.var)
-        if s and not headline_var(r.var, sizes[(r.check, r.case, r.system, s[0])]):
-            continue
-        yield r
+    """The rows the verdict judges (rows.Row.judged: a curve's headline points, every other metric)."""
+    yield from (r for r in sorted(rows, key=lambda r: (r.check, r.case, r.system, r.var)) if r.judged)
 
 
 def node_check_keys(cases: list[Case], stacks: list[str]) -> set[tuple]:
@@ -93,9 +81,7 @@ def short_reason(cases: list[Case]) -> str:
 
 
 def _metric(r, baseline: str, other: str) -> Metric:
-    blocks = getattr(r, "blocks", None) or {}
-    return Metric(r.samples[baseline], r.samples[other], r.repeats.get(baseline), r.repeats.get(other),
-                  r.better, r.margin, r.headline, blocks.get(baseline), blocks.get(other))
+    return r.metric(baseline, other)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from stackproof.errors import StackproofError
-from stackproof.report.rows import Case, cases_from_report, reframe_json
+from stackproof.reframe_output import stored_sessions
+from stackproof.report.rows import Case, cases_from_report
 
 
 def _stacks(cases: list[Case]) -> list[str]:
@@ -21,7 +22,7 @@ def _stacks(cases: list[Case]) -> list[str]:
 
 def find(config, period: str, stacks: list[str] | None) -> tuple[list[Case], list[str]]:
     """(cases, lines saying which session each stack came from), oldest session first."""
-    docs = reframe_json(config, period)
+    docs = stored_sessions(config, period)
     sessions = []
     for d in docs:
         info, cases = cases_from_report(d, None, f"session {(d.get('session_info') or {}).get('uuid', '?')}")

@@ -1,17 +1,19 @@
-"""Curves over message size (OSU, NetPIPE): from per-size performance variables (`lat_<bytes>B`,
-`bw_<bytes>B`) and, for NetPIPE, from the curve it writes (`np.out`: bytes, Mbps, seconds; or its
-stdout lines `N: BYTES bytes REPS times --> MBPS Mbps in USEC usec`) in the test's output directory,
-read through stackproof.files (a job writes that directory)."""
+"""Curves over message size (OSU, NetPIPE), as the checks declare them: from the per-size performance
+variables of every launch that the check names in `perf_curve` (`lat_8B`, `bw_1MiB`:
+benchparse.size_label) and from the whole curve a check's launches write to the file it names in
+`perf_curve_file` (a CSV bytes,usec,MBps: NetPIPE's netpipe-curve.csv) in their directories of the
+test's output, read through stackproof.files (a job writes that directory)."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
+
 from stackproof import files
-from stackproof.report.rows import Case
+from stackproof.report.rows import Case, is_headline, launch_samples
 
 _SIZE_VAR = re.compile(r"^(lat|bw)_(\d+)(B|KiB|MiB|GiB)$")
 _MULT = {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}
-_NP_STDOUT = re.compile(r"^\s*\d+:\s+(\d+)\s+bytes\s+\d+\s+times\s+-->\s+([\d.]+)\s+Mbps\s+in\s+([\d.]+)\s+usec")
 MIN_POINTS = 3
 
 
@@ -29,52 +31,49 @@ def _output_text(outputdir: str, name: str) -> str | None:
         return None
 
 
-def read_netpipe(outputdir: str | None) -> list[tuple[int, float, float]]:
-    """[(bytes, MB/s, one-way latency us)] from a NetPIPE run's output directory, [] when absent."""
-    if not outputdir:
+def read_curve_file(directory: str | None, name: str) -> list[tuple[int, float, float]]:
+    """[(bytes, MB/s, one-way latency us)] from a launch's curve file `name` (a CSV with a header line,
+    then bytes,usec,MBps per message size: what a check declares in `perf_curve_file`), [] when absent."""
+    if not directory or not name:
         return []
     pts = []
-    text = _output_text(outputdir, "np.out")
-    for line in (text or "").splitlines():
-        f = line.split()
+    for line in (_output_text(directory, name) or "").splitlines()[1:]:
+        f = line.split(",")
         try:
-            size, mbps, t = int(float(f[0])), float(f[1]), float(f[2])
+            size, us, mbs = int(float(f[0])), float(f[1]), float(f[2])
         except (IndexError, ValueError):
             continue
-        pts.append((size, mbps / 8.0, t * 1e6 if t < 1.0 else t))
-    if not pts:
-        for line in (_output_text(outputdir, "rfm_job.out") or "").splitlines():
-            m = _NP_STDOUT.match(line)
-            if m:
-                pts.append((int(m.group(1)), float(m.group(2)) / 8.0, float(m.group(3))))
+        pts.append((size, mbs, us))
     return pts
 
 
+def launch_dirs(c: Case) -> list[str]:
+    """Where each of a case's launches left its files: its own directory under the case's output
+    (blocks of launches), else the output directory itself."""
+    if not c.outputdir:
+        return []
+    if c.launches:
+        return [str(Path(c.outputdir) / ln["dir"]) for ln in c.launches if isinstance(ln.get("dir"), str)
+                and ln["dir"] and not Path(ln["dir"]).is_absolute() and ".." not in Path(ln["dir"]).parts]
+    return [c.outputdir]
+
+
 def curves(cases: list[Case]) -> dict[tuple, dict[str, dict[int, list[float]]]]:
-    """{(check, case, system, kind, unit): {stack: {bytes: [values over repeats]}}}, kind = latency|bandwidth."""
+    """{(check, case, system, kind, unit): {stack: {bytes: [values over launches]}}}, kind = latency|bandwidth."""
     out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for c in cases:
         if c.result != "pass":
             continue
-        for var, pv in c.perf.items():
-            s = size_of_var(var)
-            if s and pv["value"] is not None:
+        for var, value, _pair, _block in launch_samples(c):
+            s = size_of_var(var) if is_headline(c.perf_curve, var) else None    # the check's curve variables
+            if s:
                 kind = "latency" if s[0] == "lat" else "bandwidth"
-                out[(c.check, c.name, c.system, kind, pv["unit"] or "")][c.stack][s[1]].append(float(pv["value"]))
-        if c.check.lower().startswith("netpipe"):
-            for size, mbs, us in read_netpipe(c.outputdir):
+                out[(c.check, c.name, c.system, kind, c.perf[var]["unit"] or "")][c.stack][s[1]].append(value)
+        if c.perf_curve_file:        # the check's whole curve, per launch (NetPIPE's netpipe-curve.csv)
+            for size, mbs, us in (p for d in launch_dirs(c) for p in read_curve_file(d, c.perf_curve_file)):
                 out[(c.check, c.name + " (curve)", c.system, "bandwidth", "MB/s")][c.stack][size].append(mbs)
                 out[(c.check, c.name + " (curve)", c.system, "latency", "us")][c.stack][size].append(us)
     return {k: v for k, v in out.items() if max(len(s) for s in v.values()) >= MIN_POINTS}
-
-
-def headline_var(var: str, sizes_of_check: set[int]) -> bool:
-    """In the verdict table, keep curve variables only at 8 B and 1 MiB (else the smallest and largest)."""
-    s = size_of_var(var)
-    if not s:
-        return True
-    wanted = {8, 1 << 20} & sizes_of_check or {min(sizes_of_check), max(sizes_of_check)}
-    return s[1] in wanted
 
 
 def human_bytes(n: int) -> str:

@@ -6,33 +6,19 @@ acceptance suite treats both as failures with the reason:
   - a run that selected 0 test cases;
   - a GPU partition of the run whose GPU cases (tag `gpu`) were all skipped, or on which no GPU
     case was selected at all although the run was not narrowed by name or tag.
-Skip reasons are not in ReFrame's JSON report; they are taken from its output lines
-`[ SKIP ] (i/n) NAME /hash @sys:part+env [reason]`.
+Skip reasons come from the JSON report (the `skip_reason` every stackproof check records,
+stackproof.reframe_output.skip_reason), never from ReFrame's console output.
 """
 from __future__ import annotations
 
-import re
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(.+?)\s+/\w+\s+@(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
-
-
-def skip_reasons(output: str) -> dict[tuple[str, str, str], str]:
-    """{(name, 'sys:part', environ): reason} from ReFrame's run output."""
-    found = {}
-    for line in output.splitlines():
-        m = SKIP_LINE.match(ANSI.sub("", line).strip())
-        if m:
-            found[(m.group(1), m.group(2), m.group(3))] = m.group(4)
-    return found
+from stackproof.reframe_output import skip_reason
 
 
 def is_gpu_case(case: dict) -> bool:
     return "gpu" in (case.get("tags") or [])
 
 
-def problems(cases: list[dict] | None, gpu_partitions: list[str], reasons: dict, narrowed: bool,
-             what: str) -> list[str]:
+def problems(cases: list[dict] | None, gpu_partitions: list[str], narrowed: bool, what: str) -> list[str]:
     """Reasons this run must fail although ReFrame passed. `cases`: the report's test cases
     (None: ReFrame wrote no report); `gpu_partitions`: 'sys:part' names with the `gpu` feature
     that the run covered; `narrowed`: the user selected checks by name or tag."""
@@ -50,8 +36,7 @@ def problems(cases: list[dict] | None, gpu_partitions: list[str], reasons: dict,
                              "`cuda` feature?): the GPUs were not tested")
             continue
         if all(c.get("result") == "skip" for c in gpu):
-            why = sorted({reasons.get((c["name"], part, c.get("environ")), "reason not reported")
-                          for c in gpu})
+            why = sorted({skip_reason(c) for c in gpu})
             found.append(f"GPU partition {part}: all {len(gpu)} GPU test case(s) were skipped: "
                          + "; ".join(why))
     return found

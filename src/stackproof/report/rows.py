@@ -1,36 +1,34 @@
 """Read ReFrame JSON run reports (or stored sessions) into test cases, once, and reduce them into rows.
 
-A *case* is one ReFrame test case of one stack in one session. Repeats of the same measurement
-(the `repeat_index` variable or parameter of the results contract, or ReFrame's own `--repeat`,
-`.repeat_no`) are the *samples* of one *row*: (benchmark, parameters without the repeat, system,
-performance variable, unit) -> {stack: [values]}.
+A *case* is one stack's part of one ReFrame test case of one session: a test case of a check that
+runs in blocks (StackCheck) holds the launches of every stack of its block, one Case each. Its
+*launches* (stack, block, pair, values) are the *samples* of a *row*: (benchmark, parameters
+without the block or repeat, system, performance variable, unit) -> {stack: [values]}, each with its
+pair and block index. A test case without launches (ReFrame's own `--repeat`, `.repeat_no`, or a
+report from before blocks) gives one sample per case.
 
-Stacks are labelled by `--run LABEL=...`, else by the test case's `stack` variable, else its
-environment. One label never silently mixes sessions: an implicit label seen in several sessions
-becomes `label@<session>` per session; an explicit LABEL given to several inputs is merged and the
-report says which sessions it merged.
+Stacks are labelled by `--run LABEL=...` (a test case of one stack), else by the launch's stack /
+the test case's `stack` variable, else its environment. One label never silently mixes sessions: an
+implicit label seen in several sessions becomes `label@<session>` per session; an explicit LABEL
+given to several inputs is merged and the report says which sessions it merged. Reading and checking
+the JSON is stackproof.reframe_output's.
 """
 from __future__ import annotations
 
 import fnmatch
-import json
-import math
 import os
 import re
-import shutil
-import subprocess
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackproof import files
+from stackproof.comparison import Metric
 from stackproof.errors import InputError, StackproofError
-from stackproof.paths import REPO
+from stackproof.reframe_output import check_shape, final_cases, load_report, skip_reason, stored_sessions
 
-REPEAT_PARAMS = ("repeat_index", ".repeat_no")
-DEFAULT_CONFIG = REPO / "reframe-tests" / "config" / "site.py"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# the parameters that number a case's launches, not what it measures
+REPEAT_PARAMS = ("block_index", "repeat_index", ".repeat_no")
 
 
 @dataclass
@@ -45,7 +43,7 @@ class Case:
     perf: dict = field(default_factory=dict)   # var -> {value, ref, lower, upper, unit, result}
     outputdir: str | None = None
     session: str = "?"
-    repeat: int | None = None
+    repeat: int | None = None     # the block (ReFrame's repeat) the case ran as
     environ: str = ""
     mpi_library: str = ""
     mpi_library_path: str = ""
@@ -57,7 +55,10 @@ class Case:
     perf_better: dict = field(default_factory=dict)   # var or fnmatch pattern -> higher | lower (the check's)
     perf_headline: list = field(default_factory=list)  # the check's headline variables (names or patterns)
     perf_margin: dict = field(default_factory=dict)    # var or pattern -> equivalence margin (fraction)
+    perf_curve: list = field(default_factory=list)     # variables forming a curve over message size (patterns)
+    perf_curve_file: str = ""                          # each launch's whole-curve CSV (bytes,usec,MBps), if any
     info: "Session | None" = None     # the session it came from (shared object)
+    launches: list = field(default_factory=list)      # this stack's launches: {block, pair, position, values}
 
     @property
     def key(self) -> tuple:
@@ -87,48 +88,6 @@ def strip_repeat(display_name: str) -> str:
     return display_name.strip()
 
 
-def _bad(origin: str, where: str, what: str):
-    return InputError(f"{origin}: not a ReFrame run report: {where} {what}")
-
-
-def check_shape(doc, origin: str) -> None:
-    """Refuse, in one line naming the file and field, a report whose shape or values we cannot use."""
-    if not isinstance(doc, dict) or "runs" not in doc:
-        raise InputError(f"{origin}: not a ReFrame run report (no 'runs')")
-    if not isinstance(doc.get("session_info", {}) or {}, dict):
-        raise _bad(origin, "session_info", "is not an object")
-    if not isinstance(doc.get("stackproof", {}), dict):
-        raise _bad(origin, "stackproof", "is not an object")
-    if not isinstance(doc["runs"], list):
-        raise _bad(origin, "runs", f"is {type(doc['runs']).__name__}, not a list")
-    for i, run in enumerate(doc["runs"]):
-        if not isinstance(run, dict) or not isinstance(run.get("testcases", []), list):
-            raise _bad(origin, f"runs[{i}]", "is not an object with a testcases list")
-        for j, tc in enumerate(run.get("testcases", [])):
-            where = f"runs[{i}].testcases[{j}]"
-            if not isinstance(tc, dict):
-                raise _bad(origin, where, "is not an object")
-            for k in ("name", "display_name", "unique_name", "system", "partition", "environ", "result",
-                      "fail_reason", "fail_phase", "stack", "outputdir", "stagedir", "job_stdout", "job_stderr"):
-                if tc.get(k) is not None and not isinstance(tc[k], str):
-                    raise _bad(origin, f"{where}.{k}", "is not a string")
-            if not isinstance(tc.get("name"), str) or not tc["name"].strip():
-                raise _bad(origin, f"{where}.name", "is missing")
-            pv = tc.get("perfvalues") or {}
-            if not isinstance(pv, dict):
-                raise _bad(origin, f"{where}.perfvalues", "is not an object")
-            for key, vals in pv.items():
-                if vals is None:
-                    continue
-                if not isinstance(vals, list) or len(vals) < 5:
-                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", "is not [value, ref, lower, upper, unit, ...]")
-                v = vals[0]
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", f"value {v!r} is not a finite number")
-                if vals[4] is not None and not isinstance(vals[4], str):
-                    raise _bad(origin, f"{where}.perfvalues[{key!r}]", "unit is not a string")
-
-
 def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Session, list[Case]]:
     check_shape(doc, origin)
     info = doc.get("session_info") or {}
@@ -139,53 +98,51 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                       stacks_recorded=stack_extra.split("+") if isinstance(stack_extra, str) and stack_extra else [],
                       log_files=[f for f in info.get("log_files") or [] if isinstance(f, str)],
                       stackproof=doc.get("stackproof") if isinstance(doc.get("stackproof"), dict) else {})
-    # With --max-retries a case appears in several runs: the last run has the final verdict.
-    final: dict[tuple, dict] = {}
-    for run in doc["runs"]:
-        for tc in run.get("testcases", []):
-            if tc.get("fixture"):
-                continue
-            final[(tc.get("unique_name") or tc["name"], tc.get("system"), tc.get("partition"), tc.get("environ"))] = tc
-    skip_reasons = _skip_reasons_from_logs(session.log_files) if any(
-        tc.get("result") == "skip" for tc in final.values()) else {}
     out = []
-    for tc in final.values():
+    for tc in final_cases(doc):
         display = tc.get("display_name") or tc["name"]
         params = _params(display)
-        repeat = tc.get("repeat_index")
-        if not isinstance(repeat, int):
+        repeat = next((tc.get(p) for p in REPEAT_PARAMS if isinstance(tc.get(p), int)), None)
+        if repeat is None:
             rp = next((params[p] for p in REPEAT_PARAMS if p in params), None)
             repeat = int(rp) if rp is not None and str(rp).isdigit() else None
         for p in REPEAT_PARAMS:
             params.pop(p, None)
-        perf = {}
-        for key, vals in (tc.get("perfvalues") or {}).items():
-            if not vals or vals[0] is None:
-                continue
-            value, ref, lo, hi, unit = vals[:5]
-            perf[key.split(":")[-1]] = {"value": value, "ref": ref, "lower": lo, "upper": hi, "unit": unit,
-                                        "result": vals[5] if len(vals) > 5 else None}
         result = tc.get("result") or ("fail" if tc.get("fail_phase") else "pass")
-        reason = tc.get("fail_reason") or ""
-        if result == "skip" and not reason:
-            reason = (tc.get("skip_reason")
-                      or skip_reasons.get((tc.get("hashcode"), f"{tc.get('system')}:{tc.get('partition')}",
-                                           tc.get("environ")))
-                      or "the reason is not in this report: ReFrame's JSON keeps no skip message, the check "
-                         "recorded none (stackproof checks keep it as skip_reason) and no log of the run "
-                         "was found; its output's [ SKIP ] line has it")
-        stack = label or (tc.get("stack") if isinstance(tc.get("stack"), str) and tc.get("stack") else None) \
+        reason = tc.get("fail_reason") or (skip_reason(tc) if result == "skip" else "")
+        own = (tc.get("stack") if isinstance(tc.get("stack"), str) and tc.get("stack") else None) \
             or tc.get("environ") or "?"
-        out.append(Case(stack=stack, name=strip_repeat(display), check=display.split()[0], params=params,
-                        system=f"{tc.get('system')}:{tc.get('partition')}", result=result, fail_reason=reason,
-                        perf=perf, outputdir=tc.get("outputdir"), session=session.uuid, repeat=repeat,
-                        environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
-                        mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
-                        job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
-                        fail_phase=tc.get("fail_phase"), explicit_label=bool(label), info=session,
-                        perf_better=_perf_better(tc.get("perf_better"), origin),
-                        perf_headline=_perf_headline(tc.get("perf_headline"), origin),
-                        perf_margin=_perf_margin(tc.get("perf_margin"), origin)))
+        block = tc.get("block_stacks")
+        stacks = list(block) if isinstance(block, list) and len(block) > 1 and all(isinstance(s, str) for s in block) \
+            else [own]
+        launches = tc.get("launches") if isinstance(tc.get("launches"), list) else []
+        for st in stacks:
+            perf = {}
+            for key, vals in (tc.get("perfvalues") or {}).items():
+                var = key.split(":")[-1]
+                if len(stacks) > 1:
+                    var, _, of = var.rpartition("@")
+                    if of != st:
+                        continue
+                if not vals or vals[0] is None:
+                    continue
+                value, ref, lo, hi, unit = vals[:5]
+                perf[var] = {"value": value, "ref": ref, "lower": lo, "upper": hi, "unit": unit,
+                             "result": vals[5] if len(vals) > 5 else None}
+            out.append(Case(stack=(label if label and len(stacks) == 1 else None) or st, name=strip_repeat(display),
+                            check=display.split()[0], params=params,
+                            system=f"{tc.get('system')}:{tc.get('partition')}", result=result, fail_reason=reason,
+                            perf=perf, outputdir=tc.get("outputdir"), session=session.uuid, repeat=repeat,
+                            environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
+                            mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
+                            job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
+                            fail_phase=tc.get("fail_phase"), explicit_label=bool(label) and len(stacks) == 1,
+                            info=session, perf_better=_perf_better(tc.get("perf_better"), origin),
+                            perf_headline=_perf_headline(tc.get("perf_headline"), origin),
+                            perf_margin=_perf_margin(tc.get("perf_margin"), origin),
+                            perf_curve=_perf_headline(tc.get("perf_curve"), origin, "perf_curve"),
+                            perf_curve_file=_curve_file(tc.get("perf_curve_file"), origin),
+                            launches=[ln for ln in launches if ln.get("stack") == st]))
     return session, out
 
 
@@ -199,13 +156,22 @@ def _perf_better(declared, origin: str) -> dict:
     return dict(declared)
 
 
-def _perf_headline(declared, origin: str) -> list:
-    """The check's headline variables (names or fnmatch patterns); absent: []."""
+def _perf_headline(declared, origin: str, what: str = "perf_headline") -> list:
+    """The check's headline (or curve) variables (names or fnmatch patterns); absent: []."""
     if declared in (None, "<undefined>"):
         return []
     if not isinstance(declared, list) or not all(isinstance(k, str) and k for k in declared):
-        raise InputError(f"{origin}: perf_headline must be a list of variable names")
+        raise InputError(f"{origin}: {what} must be a list of variable names")
     return list(declared)
+
+
+def _curve_file(declared, origin: str) -> str:
+    """The check's curve file: one plain file name in each launch's directory ('' none)."""
+    if declared in (None, "<undefined>", ""):
+        return ""
+    if not isinstance(declared, str) or "/" in declared or declared in (".", "..") or not declared.isprintable():
+        raise InputError(f"{origin}: perf_curve_file must be a plain file name")
+    return declared
 
 
 def _perf_margin(declared, origin: str) -> dict:
@@ -230,23 +196,6 @@ def better_of(declared: dict, var: str) -> str | None:
     return next((v for k, v in declared.items() if fnmatch.fnmatchcase(var, k)), None)
 
 
-def _skip_reasons_from_logs(files: list[str]) -> dict:
-    """ReFrame prints `[ SKIP ] (i/n) NAME /HASH @SYS:PART+ENV [REASON]`; its JSON report does not keep REASON."""
-    pat = re.compile(r"SKIP\s*\]\s*\(\s*\d+/\d+\)\s.*?/([0-9a-f]{8})\s+@(\S+?):(\S+?)\+(\S+)\s+\[(.*)\]\s*$")
-    out = {}
-    for f in files:
-        try:
-            text = Path(f).read_text(errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            m = pat.search(_ANSI.sub("", line))
-            if m:
-                h, sysname, part, env, reason = m.groups()
-                out[(h, f"{sysname}:{part}", env)] = reason
-    return out
-
-
 def _split_spec(spec: str) -> tuple[str, str]:
     label, _, rest = spec.partition("=") if "=" in spec else ("", "", spec)
     return label, rest
@@ -261,33 +210,12 @@ def load_run_with_session(spec: str) -> tuple[Session, list[Case]]:
     p = Path(path)
     if not p.is_file():
         raise StackproofError(f"run report not found: {p}")
-    try:
-        doc = json.loads(p.read_text())
-    except ValueError as exc:
-        raise InputError(f"{p}: not JSON: {exc}") from None
-    return cases_from_report(doc, label or None, str(p))
-
-
-def reframe_json(config: Path | str | None, query: str) -> list[dict]:
-    """`reframe --describe-stored-sessions=QUERY`: the stored sessions' full reports."""
-    reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or shutil.which("reframe")
-    if reframe is None:
-        raise StackproofError("reframe not found (make venv)")
-    proc = subprocess.run([reframe, "-C", str(config or DEFAULT_CONFIG), f"--describe-stored-sessions={query}"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackproofError(f"results database, query {query}: {proc.stderr.strip()[-300:] or proc.stdout[-300:]}")
-    try:
-        docs = json.loads(proc.stdout)
-    except ValueError:
-        raise StackproofError(f"results database, query {query}: unexpected output from reframe: "
-                              f"{proc.stdout[:200]!r}") from None
-    return docs if isinstance(docs, list) else [docs]
+    return cases_from_report(load_report(p), label or None, str(p))
 
 
 def load_session(spec: str, config=None) -> list[Case]:
     label, uuid = _split_spec(spec)
-    return [c for d in reframe_json(config, uuid) for c in cases_from_report(d, label or None, f"session {uuid}")[1]]
+    return [c for d in stored_sessions(config, uuid) for c in cases_from_report(d, label or None, f"session {uuid}")[1]]
 
 
 # ---- labels and sessions -------------------------------------------------------------------------
@@ -344,17 +272,43 @@ def resolve_labels(cases: list[Case]) -> tuple[list[str], list[str]]:
 @dataclass
 class Row:
     check: str
-    case: str                 # display name without repeat
+    case: str                 # display name without block / repeat
     params: dict
     system: str
     var: str
     unit: str
-    samples: dict             # stack -> [values] (passed repeats)
+    samples: dict             # stack -> [values] (the launches of passed cases)
     sessions: dict            # stack -> {session uuids}
     better: str | None = None  # higher | lower, as the check declared it (None: not declared)
-    repeats: dict = field(default_factory=dict)   # stack -> [repeat index (None: unknown)], as samples
+    repeats: dict = field(default_factory=dict)   # stack -> [pair index (None: unknown)], as samples
     headline: bool = False    # the check declared it a headline metric (perf_headline)
     margin: float | None = None  # the check's equivalence margin for it (None: the run's)
+    blocks: dict = field(default_factory=dict)    # stack -> [block index (None: unknown)], as samples
+    curve: bool = False       # the check declared it part of a curve over message size (perf_curve)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the verdict judges it: every metric but a curve's points, of which only the headline
+        ones (the check's declarations: perf_curve, perf_headline)."""
+        return not self.curve or self.headline
+
+    def metric(self, baseline: str, other: str) -> Metric:
+        """The comparison engine's view of this row: the two stacks' launches with their pair and block
+        indices (None where a launch's is not known)."""
+        def known(idx):
+            return idx if idx and all(isinstance(i, int) for i in idx) else None
+        return Metric(self.samples[baseline], self.samples[other], self.repeats.get(baseline),
+                      self.repeats.get(other), self.better, self.margin, self.headline,
+                      known(self.blocks.get(baseline)), known(self.blocks.get(other)))
+
+
+def launch_samples(c: Case) -> list[tuple[str, float, int | None, int | None]]:
+    """(variable, value, pair, block) of every launch of a case: its launches' values, or (a case
+    without launches) its performance values as one sample at the case's repeat index."""
+    if c.launches:
+        return [(var, float(v), ln.get("pair"), ln.get("block")) for ln in c.launches
+                for var, v in (ln.get("values") or {}).items() if var in c.perf and v is not None]
+    return [(var, float(pv["value"]), c.repeat, None) for var, pv in c.perf.items() if pv["value"] is not None]
 
 
 def perf_rows(cases: list[Case]) -> list[Row]:
@@ -362,15 +316,16 @@ def perf_rows(cases: list[Case]) -> list[Row]:
     for c in cases:
         if c.result != "pass":
             continue
-        for var, pv in c.perf.items():
-            if pv["value"] is None:
-                continue
+        for var, value, pair, block in launch_samples(c):
             k = (c.check, c.name, c.system, var)
-            r = rows.setdefault(k, Row(c.check, c.name, c.params, c.system, var, pv["unit"] or "", {}, {}))
-            r.samples.setdefault(c.stack, []).append(float(pv["value"]))
-            r.repeats.setdefault(c.stack, []).append(c.repeat)
+            r = rows.setdefault(k, Row(c.check, c.name, c.params, c.system, var, c.perf[var]["unit"] or "", {}, {}))
+            r.samples.setdefault(c.stack, []).append(value)
+            r.repeats.setdefault(c.stack, []).append(pair)
+            r.blocks.setdefault(c.stack, []).append(block)
             r.better = r.better or better_of(c.perf_better, var)
             r.headline = r.headline or is_headline(c.perf_headline, var)
+            # a curve's points are judged where the check names its headline points (else all are)
+            r.curve = r.curve or (is_headline(c.perf_curve, var) and bool(c.perf_headline))
             r.margin = r.margin if r.margin is not None else better_of(c.perf_margin, var)
             r.sessions.setdefault(c.stack, set()).add(c.session)
     return list(rows.values())

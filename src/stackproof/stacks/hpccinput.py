@@ -10,7 +10,9 @@ from stackproof.errors import InputError
 LIMIT = 10_000_000      # an HPL order or block size beyond this is a typo, not a machine
 
 
-MAX_REPEAT = 20        # HPL reads at most 20 problem sizes (MAXTESTS)
+# HPL reads at most 20 problem sizes (MAXTESTS), but HPCC 1.5.0's PTRANS, sized from the same deck,
+# fails to allocate ("Failed to allocate 4293918785 doubles", PTRANS_GBs=0) with 15 or more (measured)
+MAX_REPEAT = 14
 
 
 def hpcc_input(n: int, nb: int, p: int, q: int, title: str = "written by stackproof", repeat: int = 1) -> str:

@@ -119,24 +119,53 @@ class Stack:
                              f"`launcher: {{{kind}: [...]}}` to {self.file}")
         return cmd
 
+    def env_recipe(self) -> dict:
+        """How this stack's environment is made from any other (apply_env): its variables (`set`), the
+        other stacks' variables it does not set (`unset`), its PATH / LD_LIBRARY_PATH prepends and the
+        directories other stacks put there (`drop`), as plain data (a launch file carries it into a job
+        that another stack's environment started)."""
+        others = set()
+        for other in stack_names():
+            if other != self.name:
+                try:
+                    others |= set(load_stack(other).env)
+                except StackError:
+                    continue
+        return {"set": dict(self.env), "unset": sorted(others - set(self.env)),
+                "prepend": {"PATH": list(self.path), "LD_LIBRARY_PATH": list(self.ld_library_path)},
+                "drop": sorted(_foreign_dirs(self.name))}
+
     def env_changes(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The variables this stack sets on top of `base`: its env, PATH and LD_LIBRARY_PATH prepends
         (entries another stack put there are dropped, so nothing of stack A leaks into stack B)."""
         base = dict(os.environ if base is None else base)
-        foreign = _foreign_dirs(self.name)
-        changes = dict(self.env)
-        for var, prepend in (("PATH", self.path), ("LD_LIBRARY_PATH", self.ld_library_path)):
-            kept = [p for p in base.get(var, "").split(":") if p and p not in foreign and p not in prepend]
-            value = ":".join(list(prepend) + kept)
-            if value != base.get(var, "") and (value or var in base):
-                changes[var] = value
-        return changes
+        recipe = {"set": dict(self.env), "unset": [],
+                  "prepend": {"PATH": list(self.path), "LD_LIBRARY_PATH": list(self.ld_library_path)},
+                  "drop": sorted(_foreign_dirs(self.name))}
+        after = apply_env(recipe, base)
+        return {k: v for k, v in after.items() if base.get(k) != v}
 
     def run_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """A full environment for building and running with this stack."""
         env = dict(os.environ if base is None else base)
         env.update(self.env_changes(env))
         return env
+
+
+def apply_env(recipe: dict, base: dict[str, str]) -> dict[str, str]:
+    """The environment `base` with a stack's recipe (Stack.env_recipe) applied: its `unset` variables
+    removed, each `prepend` list in front of what `base` has there minus the `drop` directories, its
+    `set` variables set. Plain data in, plain data out: the block launcher (stackproof.reframe.launch)
+    uses it inside a job."""
+    env = {k: v for k, v in base.items() if k not in set(recipe.get("unset") or ())}
+    drop = set(recipe.get("drop") or ())
+    for var, prepend in (recipe.get("prepend") or {}).items():
+        kept = [p for p in base.get(var, "").split(":") if p and p not in drop and p not in prepend]
+        value = ":".join(list(prepend) + kept)
+        if value or var in base:
+            env[var] = value
+    env.update(recipe.get("set") or {})
+    return env
 
 
 def _foreign_dirs(name: str) -> set[str]:

@@ -4,7 +4,8 @@ RUN is one of
   - an FWQ trace file (fwq-mpi / fwq-th output): the noise of one node, one configuration;
   - a ReFrame JSON run report (e.g. reports/acceptance/reframe-report.json), or the directory that
     holds one: its FWQ testcases name their profile (`%profile=...`) and keep `fwq.dat` in their
-    output directory; OSU latency / NetPIPE testcases of the same stack give the LogGP curve. An
+    output directory; the OSU latency testcases of the same stack give the LogGP curve (each launch's
+    output, in its own directory for a check that runs in blocks). An
     acceptance report directory keeps its FWQ runs in the Table IV matrix instead (table-iv/runs.json,
     stackproof.noise.tableiv): per profile the run without a daemon whose std is the median.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from stackproof.errors import InputError, StackproofError
 from stackproof.noise import tableiv
 from stackproof.noise import trace as fwqtrace
+from stackproof.reframe_output import final_cases, load_report
 
 REPORT_NAMES = ("reframe-report.json",)
 
@@ -48,11 +50,22 @@ def _report_file(path: Path) -> Path | None:
     return None
 
 
-def _testcases(doc: dict):
-    for run in doc.get("runs", []) if isinstance(doc, dict) else []:
-        for tc in run.get("testcases", []) or []:
-            if isinstance(tc, dict):
-                yield tc
+def _stacks_of(tc: dict) -> list[str]:
+    """The stacks a test case measured: a block's (StackCheck's block_stacks), else its environment's."""
+    block = tc.get("block_stacks")
+    if isinstance(block, list) and len(block) > 1 and all(isinstance(s, str) for s in block):
+        return block
+    return [tc["environ"]] if isinstance(tc.get("environ"), str) and tc["environ"] else []
+
+
+def _launch_dirs(tc: dict, out: Path, stack: str | None) -> list[Path]:
+    """Where a test case's launches of `stack` left their output: each launch's directory under the
+    output (blocks of launches), else the output directory itself."""
+    launches = [ln for ln in tc.get("launches") or [] if isinstance(ln, dict) and (stack is None or ln.get("stack") == stack)]
+    if not launches:
+        return [out] if out.is_dir() else []
+    rel = [Path(ln["dir"]) for ln in launches if isinstance(ln.get("dir"), str) and ln["dir"]]
+    return [out / r for r in rel if not r.is_absolute() and ".." not in r.parts and (out / r).is_dir()]
 
 
 def load_run(spec: str, stack: str | None = None) -> RunData:
@@ -68,19 +81,19 @@ def load_run(spec: str, stack: str | None = None) -> RunData:
         raise StackproofError(f"--run {spec}: neither an FWQ trace nor a ReFrame run report "
                               f"(looked for {', '.join(REPORT_NAMES)} and run-report-*.json)")
     try:
-        doc = json.loads(report.read_text())
-    except (OSError, ValueError) as exc:
+        doc = load_report(report)
+    except (StackproofError, InputError) as exc:
         raise StackproofError(f"{report}: not a ReFrame JSON report ({exc})") from None
-    cases = list(_testcases(doc))
+    cases = final_cases(doc)
     if not cases:
         raise StackproofError(f"{report}: no testcases (is this a ReFrame run report?)")
-    stacks = [tc.get("environ") for tc in cases if tc.get("environ")]
+    stacks = list(dict.fromkeys(s for tc in cases for s in _stacks_of(tc)))
     chosen = stack or (stacks[0] if stacks else None)
     if stack and stack not in stacks:
         raise StackproofError(f"{report}: no testcase of stack {stack!r}; stacks here: {', '.join(sorted(set(stacks)))}")
     data = RunData(origin=str(report), stack=chosen)
     for tc in cases:
-        if chosen and tc.get("environ") != chosen:
+        if chosen and chosen not in _stacks_of(tc):
             continue
         name = tc.get("display_name") or tc.get("name") or ""
         params = _params(name)
@@ -88,9 +101,11 @@ def load_run(spec: str, stack: str | None = None) -> RunData:
         if name.startswith("FWQ") and params.get("signature", "none") == "none" and (out / "fwq.dat").is_file():
             if tc.get("result", "pass") == "pass":
                 data.traces.setdefault(params.get("profile", "measured"), out / "fwq.dat")
-        elif "osu_latency" in name or name.lower().startswith("netpipe"):
-            for f in sorted(out.glob("*.out")) if out.is_dir() else []:
-                data.curves.append(("netpipe" if name.lower().startswith("netpipe") else "osu", f))
+        elif "osu_latency" in name:
+            # OSU's latency curve (benchparse reads it); NetPIPE's np.out has no parser below stacks/
+            for d in _launch_dirs(tc, out, chosen):
+                data.curves += [("osu", f) for f in sorted(d.glob("*.out")) + [d / "stdout"] if f.is_file()
+                                and f.name != "osu-probe.out"]
     if not data.traces and path.is_dir():
         data.traces = matrix_traces(path / "table-iv")
     if not data.traces:

@@ -1,5 +1,6 @@
-"""Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index)
-without MPI: each prints numbers scaled by the environment's FAKE_SCALE."""
+"""Tiny checks that follow the results contract (stack, mpi_library, mpi_library_path, repeat_index,
+skip_reason) without MPI: each prints numbers scaled by the environment's FAKE_SCALE. They predate
+blocks of launches: one launch per test case, as reports of plain ReFrame checks are read."""
 import reframe as rfm
 import reframe.utility.typecheck as typ
 import reframe.utility.sanity as sn
@@ -13,8 +14,13 @@ class _Contract(rfm.RunOnlyRegressionTest):
     stack = variable(str, value='', loggable=True)
     mpi_library = variable(str, value='', loggable=True)
     mpi_library_path = variable(str, value='', loggable=True)
+    #: why the case skipped itself (ReFrame's JSON keeps no skip message)
+    skip_reason = variable(str, value='', loggable=True)
     #: the direction of each performance variable, declared by the check (the report never guesses it)
     perf_better = variable(typ.Dict[str, str], value={}, loggable=True)
+    #: the curve roles (StackCheck's contract): per-size variables, and a file with the whole curve
+    perf_curve = variable(typ.List[str], value=[], loggable=True)
+    perf_curve_file = variable(str, value='', loggable=True)
     executable = 'sh'
 
     @run_after('setup')
@@ -29,8 +35,10 @@ class _Contract(rfm.RunOnlyRegressionTest):
 class NetPIPEFake(_Contract):
     perf_better = {'lat_*': 'lower', 'bw_*': 'higher'}
     """Latency 5 us x scale (+0.1 us per repeat), bandwidth 9000 MB/s / scale (+1 per repeat); the
-    curve in np.out as NetPIPE writes it (bytes, Mbps, seconds)."""
-    keep_files = ['np.out']
+    whole curve in netpipe-curve.csv as the NetPIPE check writes it (bytes,usec,MBps)."""
+    keep_files = ['netpipe-curve.csv']
+    perf_curve = ['lat_*', 'bw_*']
+    perf_curve_file = 'netpipe-curve.csv'
 
     @run_after('init')
     def _cmd(self):
@@ -39,9 +47,10 @@ class NetPIPEFake(_Contract):
         self.executable_opts = [
             f"'BEGIN {{ s = ENVIRON[\"FAKE_SCALE\"]; r = {r};"
             ' printf "lat_8B %.3f\\nbw_1MiB %.3f\\n", 5 * s + 0.1 * r, 9000 / s + r;'
+            ' print "bytes,usec,MBps" > "netpipe-curve.csv";'
             ' for (b = 1; b <= 1048576; b *= 4) {'
             '   t = (5 * s + 0.1 * r + b / (9000 / s + r)) * 1e-6;'
-            '   printf "%8d %f %12.8f\\n", b, b * 8 / t / 1e6, t > "np.out" } }\'']
+            '   printf "%d,%.4f,%.3f\\n", b, t * 1e6, b / t / 1e6 > "netpipe-curve.csv" } }\'']
 
     @sanity_function
     def ok(self):
@@ -77,7 +86,8 @@ class SkippedFake(_Contract):
 
     @run_after('setup')
     def _skip(self):
-        self.skip(f'osu_latency not found for stack {self.current_environ.name!r}: set OSU_BIN_DIR')
+        self.skip_reason = f'osu_latency not found for stack {self.current_environ.name!r}: set OSU_BIN_DIR'
+        self.skip(self.skip_reason)
 
     @sanity_function
     def ok(self):

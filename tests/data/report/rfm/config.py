@@ -19,7 +19,7 @@ site_configuration = {
     'storage': [{'enable': True,
                  'sqlite_db_file': os.environ.get('STACKPROOF_RESULTS_DB', '/tmp/stackproof-report-rfm.db')}],
     'general': [{'report_file': os.devnull}],
-    # the log file keeps the skip messages (ReFrame's JSON report does not)
+    # a log file beside the results (the skip reasons are in the JSON: the checks record skip_reason)
     'logging': [{'handlers': [
         {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
         {'type': 'file', 'level': 'info', 'format': '%(message)s', 'append': False,
