@@ -110,27 +110,14 @@ def _placements(text: str) -> list[str]:
     return names
 
 
-def _read_output(path: Path) -> str:
+def _parse_output(kind: str, path: Path):
     """A benchmark's output file in a job's output directory, read through stackproof.files."""
+    from stackproof.benchparse import PARSERS
     try:
-        return files.read_in(path.parent, path.name).decode(errors="replace")
+        text = files.read_in(path.parent, path.name).decode(errors="replace")
     except (OSError, files.UnsafePath) as exc:
         raise StackproofError(f"{path}: cannot read benchmark output ({exc})") from None
-
-
-def _parse_output(kind: str, path: Path):
-    from stackproof.benchparse import PARSERS
-    return PARSERS[kind](_read_output(path), str(path))
-
-
-def _netpipe_curve(path: Path) -> tuple[list[int], list[float]]:
-    """(sizes, one-way times in us) of a NetPIPE output (NetPIPE is no benchparse kind: its own parser)."""
-    from stackproof.stacks import netpipe
-    try:
-        points = netpipe.parse(_read_output(path))
-    except netpipe.NetpipeError as exc:
-        raise StackproofError(f"{path}: {exc}") from None
-    return [p.bytes for p in points], [p.usec for p in points]
+    return PARSERS[kind](text, str(path))
 
 
 def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
@@ -139,16 +126,14 @@ def _loggp(loggp: str | None, loggp_from: str | None, curves) -> lg.LogGP:
     candidates = [("osu", Path(loggp_from))] if loggp_from else list(curves)
     for kind, path in candidates:
         try:
-            if kind == "osu":
-                result = parse_file("osu", path) if loggp_from else _parse_output("osu", path)
-                values = result.values()
-                if result.metric == "latency":
-                    params = lg.fit(list(values), list(values.values()), f"osu_latency {path}")
-                else:
-                    params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
+            if kind != "osu":       # sources.load_run collects OSU curves only (NetPIPE has no benchparse kind)
+                raise StackproofError(f"no parser for a {kind} curve")
+            result = parse_file("osu", path) if loggp_from else _parse_output("osu", path)
+            values = result.values()
+            if result.metric == "latency":
+                params = lg.fit(list(values), list(values.values()), f"osu_latency {path}")
             else:
-                sizes, times_us = _netpipe_curve(path)
-                params = lg.fit(sizes, times_us, f"NetPIPE {path}")
+                params = lg.from_bandwidth(list(values), list(values.values()), f"osu bandwidth {path}")
             break
         except StackproofError as exc:
             if loggp_from:
