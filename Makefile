@@ -1,4 +1,5 @@
-# stackproof: two entry points for people (README), `make acceptance` and `make test`.
+# stackproof: entry points for people (README): `make acceptance`, `make test` (everything, CI) and
+# `make check` (the fast tier for everyday development).
 # Component makefiles in mk/*.mk add their build steps to BUILD_TARGETS and their test
 # steps to TEST_TARGETS; this file only wires them together.
 SHELL := /bin/bash
@@ -16,10 +17,11 @@ TEST_TARGETS  :=
 
 -include mk/*.mk
 
-.PHONY: help deps venv lock-hashes build test test-python lint-python acceptance clean
+.PHONY: help deps venv lock-hashes build test test-python lint-python check acceptance clean
 help:
 	@echo "make acceptance   install what is missing, bring up the test cluster, run the acceptance suite, write the report"
 	@echo "make test         install what is missing, build, run every test (unit, golden, live cluster)"
+	@echo "make check        the fast tier: pyflakes, unit, golden and render tests (no daemons, minutes)"
 
 ## deps: Debian packages (idempotent) and the Python virtual environment
 deps: venv
@@ -40,9 +42,19 @@ lock-hashes:
 
 build: deps $(BUILD_TARGETS)
 
+# Tiers are pytest markers (pyproject.toml): `live` (starts daemons: every *_live.py file and every test
+# using the live_cluster fixture, tests/conftest.py), `slow` (ReFrame sessions and long simulations).
+PYTEST_DURATIONS := --durations=25
+
 test-python: build
-	@echo "== pytest"
-	@$(PY) -m pytest -ra $(PYTEST_ARGS)
+	@echo "== pytest (every tier)"
+	@$(PY) -m pytest -ra $(PYTEST_DURATIONS) $(PYTEST_ARGS)
+
+## check: the fast tier for everyday development, no root daemons, no image or stack builds:
+## pyflakes, then the tests marked neither live nor slow (unit, golden, render, bad input)
+check: venv fwq mpibind-build lint-python
+	@echo "== pytest (fast tier: -m 'not live and not slow')"
+	@$(PY) -m pytest -q -ra -m "not live and not slow" $(PYTEST_DURATIONS) $(CHECK_ARGS)
 
 ## lint-python: unused names, undefined names and the like in every Python file we own
 lint-python: venv

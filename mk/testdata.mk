@@ -4,4 +4,4 @@
 # targets below export it (to their prerequisites too, so mpibind's ctest registers the golden tests).
 SHARED := $(abspath $(or $(STACKPROOF_SHARED),../shared))
 
-test test-python mpibind-test bench-mpibind: export STACKPROOF_SHARED := $(SHARED)
+test test-python check mpibind-test bench-mpibind: export STACKPROOF_SHARED := $(SHARED)

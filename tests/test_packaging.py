@@ -190,3 +190,20 @@ def test_timed_recipes_keep_the_commands_exit_status():
         for line in recipes.splitlines():
             if re.search(r"took \$\$", line):
                 assert re.search(r"rc=\$\$\?.*exit \$\$rc", line), f"{mk.name}: {line.strip()[:160]}"
+
+
+def test_the_fast_tier_leaves_out_daemons_and_sessions():
+    """`make check` is pytest -m "not live and not slow" (the Makefile says so): no test of a *_live.py
+    file and no test of a module that declares itself slow (ReFrame sessions) is collected there,
+    while `make test` runs every tier with the slowest durations printed."""
+    root = source_tree()
+    make = (root / "Makefile").read_text()
+    assert '-m "not live and not slow"' in make and "PYTEST_DURATIONS := --durations=25" in make
+    assert re.search(r"^test-python:.*\n.*\n\t@\$\(PY\) -m pytest -ra \$\(PYTEST_DURATIONS\)", make, re.M)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not live and not slow",
+                           "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert len(ids) > 500, proc.stdout[-2000:]
+    assert not [i for i in ids if i.split("::")[0].endswith("_live.py")]
+    assert not [i for i in ids if i.startswith(("tests/test_reframe_suite.py", "tests/test_report_reframe.py"))]

@@ -32,7 +32,9 @@ CONFIG = SUITE / "config" / "site.py"
 REFRAME = shutil.which("reframe", path=os.path.dirname(sys.executable))
 NETPIPE = REPO / "tests" / "data" / "netpipe"
 
-pytestmark = pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")
+# slow: real ReFrame sessions (the local run and the dry runs take minutes together): make test, not make check
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")]
 
 RANK0 = '[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ] || exit 0\n'
 STACK_VARS = ("RFM_REFERENCE_PREFIX", "STACKPROOF_STACKS_DIR", "STACKPROOF_REPEAT", "STACKPROOF_NOISE_STACK")
