@@ -99,12 +99,15 @@ lanes = $(subst $(space), | ,$(strip $(1)))
 
 test: deps $(TOOL_TARGETS)
 	@echo "== test 1/3: $(call lanes,build $(BUILD_LANES))"
-	@MAKE="$(MAKE)" ./scripts/together.sh build $(BUILD_LANES)
+	@start=$$(date +%s); MAKE="$(MAKE)" ./scripts/together.sh build $(BUILD_LANES); rc=$$?; \
+	  echo "== test 1/3 took $$(( $$(date +%s) - start )) s"; exit $$rc
 	@echo "== test 2/3: lint-python $(TEST_TARGETS); then $(call lanes,test-python-fast test-python-slow $(TEST_LANES))"
-	@$(MAKE) --no-print-directory TEST_BUILT=1 lint-python $(TEST_TARGETS)
-	@$(TOGETHER) test-python-fast test-python-slow $(TEST_LANES)
+	@start=$$(date +%s); $(MAKE) --no-print-directory TEST_BUILT=1 lint-python $(TEST_TARGETS) && \
+	  $(TOGETHER) test-python-fast test-python-slow $(TEST_LANES); rc=$$?; \
+	  echo "== test 2/3 took $$(( $$(date +%s) - start )) s"; exit $$rc
 	@echo "== test 3/3: $(LIVE_TARGETS) test-python-live (one at a time)"
-	@$(MAKE) --no-print-directory TEST_BUILT=1 $(LIVE_TARGETS) test-python-live
+	@start=$$(date +%s); $(MAKE) --no-print-directory TEST_BUILT=1 $(LIVE_TARGETS) test-python-live; rc=$$?; \
+	  echo "== test 3/3 took $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # ACCEPTANCE_ARGS: e.g. --stack commodity --stack commodity-next --baseline commodity
 #   --min-pairs 5 --max-pairs 10 --looks 3 [--paired|--unpaired] [--rule bh|holm] --margin 0.05 --budget-min 7 --target-s 2 [--full-sweep]
