@@ -10,6 +10,9 @@
   environment) without Slurm;
 - bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
+The cheap form of a whole-tree run (issue 44: one acceptance-like run in CI): fixture outputs and job
+scripts, no benchmark measured; the checks run for real in the laptop image's acceptance
+(tests/test_images_laptop_live.py) and, under plain `reframe -r`, in tests/test_reframe_plain_live.py.
 """
 import json
 import os
