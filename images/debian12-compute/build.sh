@@ -42,8 +42,12 @@ t0=$(date +%s)
 echo "== $name: mmdebstrap rootfs"
 pkgs=$("$repo/images/common/install-stack.sh" packages debian12 | tr '\n' ',')$kernel
 rm -f "$out/$name-rootfs.tar"
+# --skip=cleanup/apt: mmdebstrap's own clean-up (`apt-get update` with no sources, `apt-get clean`) emptied
+# this host's package lists, not only the rootfs's: a build beside it (make test's lanes: `make stacks`'
+# `apt-get source`) then found no source package. install-stack.sh scrub clears the rootfs's lists and
+# cache inside the chroot instead.
 # shellcheck disable=SC2016  # mmdebstrap hooks get the chroot path as "$1"
-mmdebstrap --variant=minbase --mode=root --format=tar --include="$pkgs" \
+mmdebstrap --variant=minbase --mode=root --format=tar --include="$pkgs" --skip=cleanup/apt \
   --aptopt='APT::Install-Recommends "false"' \
   --essential-hook="copy-in $repo/images/common/install-stack.sh /tmp" \
   --essential-hook='chroot "$1" sh /tmp/install-stack.sh users' \
