@@ -4,4 +4,4 @@
 # targets below export it (to their prerequisites too, so mpibind's ctest registers the golden tests).
 SHARED := $(abspath $(or $(STACKPROOF_SHARED),../shared))
 
-test test-python mpibind-test bench-mpibind: export STACKPROOF_SHARED := $(SHARED)
+test test-python test-python-fast test-python-slow test-python-live check mpibind-test bench-mpibind vcluster-test laptop-acceptance: export STACKPROOF_SHARED := $(SHARED)

@@ -25,10 +25,28 @@ APT_PACKAGES=(
   libopenblas-dev gfortran
 )
 
+# install-deps.sh --upgrade PKG...: bring these installed packages to the archive's current versions
+# (make stacks passes the build toolchain that `stackproof stack toolchain --outdated` names: the
+# node images get the current versions, so the host's benchmark builds and theirs share one key)
+if [ "${1:-}" = --upgrade ]; then
+  shift
+  [ $# -gt 0 ] || exit 0
+  [ "$(id -u)" -eq 0 ] || { echo "install-deps: must run as root to upgrade $*" >&2; exit 1; }
+  echo "install-deps: the build toolchain at the archive's versions: apt-get install --only-upgrade $*"
+  log=$(mktemp /tmp/install-deps.XXXXXX.log)
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --only-upgrade \
+    --no-install-recommends "$@" >"$log" 2>&1 \
+    || { echo "install-deps: apt-get install --only-upgrade failed; its last lines (full log: $log):" >&2
+         tail -n 20 "$log" | sed 's/^/  /' >&2; exit 1; }
+  rm -f "$log"
+  exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: must run as root (apt-get)" >&2
   exit 1
 fi
+
 
 # deb-src entries mirroring the system's debian.sources, so `apt-get source netpipe` works
 # (stackproof stack build compiles NetPIPE from Debian's source package for every MPI stack)

@@ -79,10 +79,11 @@ def pytest_make_collect_report(collector):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test of a *_live.py file is `live`, also where the file forgot the marker (test_fwq_live's
-    srun runs and test_noise_hunt_live bring the shared test cluster up and take it down at the end):
-    `-m "not live"` then never touches a cluster someone else is using. Before `-m` deselects."""
+    srun runs and test_noise_hunt_live bring the shared test cluster up and take it down at the end),
+    and so is every test that uses the live_cluster fixture, wherever it is: `-m "not live"` (make
+    check) then never touches a cluster someone else is using. Before `-m` deselects."""
     for item in items:
-        if item.path.name.endswith("_live.py"):
+        if item.path.name.endswith("_live.py") or "live_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.live)
 
 

@@ -104,6 +104,7 @@ def test_not_our_output_is_an_error():
 
 
 # ---- the ReFrame check on --system local with an H100 node type --------------------------------------
+# (slow: ReFrame sessions and real nvcc builds, make test only)
 
 @pytest.fixture(scope="module")
 def h100_env(tmp_path_factory, shared):
@@ -156,6 +157,7 @@ def run(tmp, nodetype_yaml, bindir, *args, runner="reframe", extra_env=None):
     return proc, cases
 
 
+@pytest.mark.slow
 def test_local_has_a_gpu_partition_and_dry_run_scripts(h100_env):
     tmp, nt = h100_env
     proc, cases = run(tmp, nt, stub_bin(tmp, SYNTHETIC), "-n", "^GPUHealth$", "--dry-run")
@@ -169,6 +171,7 @@ def test_local_has_a_gpu_partition_and_dry_run_scripts(h100_env):
     assert "GPUHealth 256" in job
 
 
+@pytest.mark.slow
 def test_check_passes_on_the_synthetic_output_with_fractions(h100_env):
     tmp, nt = h100_env
     proc, cases = run(tmp, nt, stub_bin(tmp, SYNTHETIC), "-n", "^GPUHealth$", "-r")
@@ -183,6 +186,7 @@ def test_check_passes_on_the_synthetic_output_with_fractions(h100_env):
     assert os.path.isfile(os.path.join(c["outputdir"], "gpu_links.csv"))   # kept beside rfm_job.out
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_failed_program_naming_the_file(h100_env):
     tmp, nt = h100_env
     proc, cases = run(tmp, nt, stub_bin(tmp, SYNTHETIC.replace("fp32 ok", "fp32 FAIL")
@@ -192,6 +196,7 @@ def test_check_fails_on_a_failed_program_naming_the_file(h100_env):
     assert "rfm_job.out" in c["fail_reason"]
 
 
+@pytest.mark.slow
 def test_slow_gpu_fails_its_reference(h100_env):
     tmp, nt = h100_env
     slow = SYNTHETIC.replace("gflops 31512.4", "gflops 12000.0")     # 0.36 of peak < 0.72
@@ -200,6 +205,7 @@ def test_slow_gpu_fails_its_reference(h100_env):
     assert c["result"] == "fail" and c["fail_phase"] == "performance"
 
 
+@pytest.mark.slow
 def test_no_nvcc_skips_and_run_py_fails_the_gpu_partition(h100_env):
     tmp, nt = h100_env
     bindir = stub_bin(tmp, SYNTHETIC, with_nvcc=False)
@@ -212,6 +218,7 @@ def test_no_nvcc_skips_and_run_py_fails_the_gpu_partition(h100_env):
             "(looked in ") in proc.stderr
 
 
+@pytest.mark.slow
 def test_zero_selected_checks_fail(h100_env):
     tmp, nt = h100_env
     proc, _ = run(tmp, nt, stub_bin(tmp, SYNTHETIC), "-n", "^NoSuchCheck$", "-r", runner="run.py")
@@ -254,6 +261,7 @@ def built(nvcc, tmp_path_factory):
     return exe, proc.stderr
 
 
+@pytest.mark.slow
 def test_cuda_source_compiles_and_links_for_sm80_and_sm90(built):
     exe, log = built
     assert os.access(exe, os.X_OK)
@@ -263,6 +271,7 @@ def test_cuda_source_compiles_and_links_for_sm80_and_sm90(built):
     assert "spill" not in log.replace("0 bytes spill", "")
 
 
+@pytest.mark.slow
 def test_fma_loop_is_real_fma_instructions(nvcc, tmp_path):
     """The FLOP count assumes one FMA per chain and iteration: the PTX of the unrolled loop must be
     FMAs of the right precision (8 chains x unroll 4, plus the remainder loop)."""
@@ -272,6 +281,7 @@ def test_fma_loop_is_real_fma_instructions(nvcc, tmp_path):
     assert text.count("fma.rn.f64") >= 32 and text.count("fma.rn.f32") >= 32
 
 
+@pytest.mark.slow
 def test_binary_never_passes_without_a_gpu(built):
     """Run for real: without a GPU (or driver) it stops with the CUDA error and FAIL, and the
     parser turns that into one error naming it; on a GPU node it must pass and parse cleanly."""
@@ -286,6 +296,7 @@ def test_binary_never_passes_without_a_gpu(built):
         gpu_health.parse_output(proc.stdout, "x.out")
 
 
+@pytest.mark.slow
 def test_reframe_check_builds_with_the_real_nvcc(h100_env, nvcc):
     """The check's own build with the real compiler found through $CUDA_HOME (not on PATH): it
     compiles for the partition's sm_90, runs, and without a GPU fails its sanity naming the CUDA

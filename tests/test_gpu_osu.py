@@ -104,6 +104,7 @@ def osu_runs(tmp_path_factory, shared):
                   for c in cases}
 
 
+@pytest.mark.slow      # ReFrame sessions (osu_runs)
 def test_device_buffers_only_with_a_cuda_aware_mpi(osu_runs):
     proc, cases = osu_runs
     assert cases[("commodity", "cuda-device")]["result"] == "pass", proc.stdout[-3000:]

@@ -34,7 +34,10 @@ def test_image_build_is_offline_and_uses_the_products_own_stack_commands():
     for word in ("apt-get update", "curl ", "wget ", "pip download", "git clone"):
         assert word not in recipe, word
     inside = (LAPTOP / "install-stacks.sh").read_text()
-    assert 'stackproof stack install --wheels "$ctx/stack-wheels" "$@"' in inside and 'stackproof stack build ${only:+--only "$only"} "$@"' in inside
+    assert 'stackproof stack install --wheels "$ctx/stack-wheels" "$@"' in inside
+    assert 'stackproof stack build ${only:+--only "$only"} ${reuse:+--reuse "$reuse"} "$@"' in inside
+    # the host's builds are offered, never trusted: the image computes each key itself (buildkey.reuse)
+    assert '"$ctx/prebuilt/$s"' in build and 'reuse=$ctx/prebuilt' in inside
     assert "--no-index" in inside and "--require-hashes" in build
     # the image runs this tree's stackproof/FWQ, not the code of a kept debian12-compute archive's day
     assert 'source-tree.sh" "$repo" "$ctx/stackproof-src"' in build

@@ -25,9 +25,11 @@ OUT = REPO / "build" / "images"
 ARCHIVE = OUT / "stackproof-laptop.oci.tar"
 RUN = REPO / "images" / "laptop" / "run-acceptance.sh"
 STACKS = ("commodity", "vendor")
-# Both stacks measured, in minutes: 3 pairs in one look, node checks once per profile, 1 s launches,
-# Table IV's matrix in 2 rounds, one each way (the smallest even number: its rows measured, few calls expected).
-CI_ARGS = "--repeat 3 --node-repeat 1 --target-s 1 --budget-min 4 --table-iv-rounds 2"
+# Both stacks measured, in minutes: 2 launches per stack in one look (rows measured on both stacks, no
+# call expected: make acceptance decides, CI shows that it runs; the driver warns that 2 + 2 cannot call a
+# lone metric), node checks once per profile, 1 s launches, Table IV's matrix in 2 rounds, one each way
+# (the smallest even number: its rows measured, few calls expected).
+CI_ARGS = "--repeat 2 --node-repeat 1 --target-s 1 --budget-min 4 --table-iv-rounds 2"
 # What a user checks in the report: these benchmarks are built from Debian's source archive, so every
 # machine (CI included) has them; OSU/AMG/SW4 only with their sources.
 MUST_MEASURE = {"HPCCBenchmark": "HPCC", "HypreBoomerAMG": "hypre", "NetPIPE": "NetPIPE"}

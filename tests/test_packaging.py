@@ -190,3 +190,49 @@ def test_timed_recipes_keep_the_commands_exit_status():
         for line in recipes.splitlines():
             if re.search(r"took \$\$", line):
                 assert re.search(r"rc=\$\$\?.*exit \$\$rc", line), f"{mk.name}: {line.strip()[:160]}"
+
+
+def test_the_fast_tier_leaves_out_daemons_and_sessions():
+    """`make check` is pytest -m "not live and not slow" (the Makefile says so): no test of a *_live.py
+    file and no test of a module that declares itself slow (ReFrame sessions) is collected there,
+    while `make test` runs every tier with the slowest durations printed."""
+    root = source_tree()
+    make = (root / "Makefile").read_text()
+    assert '-m "not live and not slow"' in make and "PYTEST_DURATIONS := --durations=25" in make
+    assert re.search(r"^test-python:.*\n.*\n\t@\$\(PY\) -m pytest -ra \$\(PYTEST_DURATIONS\)", make, re.M)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not live and not slow",
+                           "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert len(ids) > 500, proc.stdout[-2000:]
+    assert not [i for i in ids if i.split("::")[0].endswith("_live.py")]
+    assert not [i for i in ids if i.startswith(("tests/test_reframe_suite.py", "tests/test_report_reframe.py"))]
+
+
+def test_make_test_runs_live_steps_alone_and_the_rest_in_lanes(clone):
+    """make test's plan (`make -n`, CI's settings): the laptop acceptance and the live tests never in a
+    lane (they bring up the test cluster on the host's ports and measure), the builds and the tests
+    without daemons in lanes beside each other."""
+    env = _clean_env(MAKEFLAGS="", STACKPROOF_IMAGES="1", STACKPROOF_VCLUSTER="1")
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "MAKE=:", "test"], cwd=clone, capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lanes = [line.split("together.sh", 1)[1].split(";")[0].split() for line in proc.stdout.splitlines()
+             if "./scripts/together.sh " in line and not line.startswith("together:")]
+    assert lanes == [["build", "images-node"],
+                     ["test-python-fast", "test-python-slow", "images-laptop-build", "vcluster-test"]], lanes
+    assert "TEST_BUILT=1 laptop-acceptance test-python-live;" in proc.stdout
+
+
+def test_together_tags_lines_and_fails_when_a_lane_fails(tmp_path):
+    (tmp_path / "Makefile").write_text("a:\n\t@echo one; sleep 0.2; echo two\nb:\n\t@echo three; false\nc:\n\t@echo four\n")
+    run = lambda *lanes: subprocess.run([str(SRC / "scripts/together.sh"), *lanes], cwd=tmp_path, capture_output=True,
+                                        text=True, env=_clean_env(MAKE="make", MAKEFLAGS=""), timeout=60)
+    ok = run("a c", "", "c")
+    assert ok.returncode == 0, ok.stderr
+    assert {"[a] one", "[a] two", "[a] four", "[c] four"} <= set(ok.stdout.splitlines())
+    assert re.search(r"^together: \[a\] \(a c\) ok in \d+ s$", ok.stdout, re.M)
+    bad = run("a", "b")
+    assert bad.returncode == 1 and "[a] two" in bad.stdout          # the other lane ran to its end
+    assert re.search(r"^together: \[b\] \(b\) FAILED \(exit 2\) in \d+ s$", bad.stdout, re.M)
+    assert bad.stderr.strip() == "together: failed: b"

@@ -6,6 +6,7 @@ import pytest
 from reframe_examples import TUTORIAL, check_results, installed_stacks, run_examples
 
 
+@pytest.mark.slow      # a real ReFrame session that builds and runs the tutorial's checks
 def test_tutorial_checks_pass_on_local(tmp_path):
     if not (TUTORIAL / "stream/stream_build_run.py").is_file():
         pytest.skip(f"reframe-hpc's examples are not installed at {TUTORIAL}")

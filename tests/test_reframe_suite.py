@@ -10,6 +10,9 @@
   arguments, environment, the stacks' alternating order) without Slurm;
 - bad input: unknown system or stack names, a stack that is not ready (run.py's preflight).
 Each reframe invocation uses a temporary prefix and results database.
+The cheap form of a whole-tree run (issue 44: one acceptance-like run in CI): fixture outputs and job
+scripts, no benchmark measured; the checks run for real in the laptop image's acceptance
+(tests/test_images_laptop_live.py) and, under plain `reframe -r`, in tests/test_reframe_plain_live.py.
 """
 import json
 import os
@@ -33,7 +36,9 @@ CONFIG = SUITE / "config" / "site.py"
 REFRAME = shutil.which("reframe", path=os.path.dirname(sys.executable))
 NETPIPE = REPO / "tests" / "data" / "netpipe"
 
-pytestmark = pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")
+# slow: real ReFrame sessions (the local run and the dry runs take minutes together): make test, not make check
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(REFRAME is None, reason="reframe not in the venv: run `make venv`")]
 
 RANK0 = '[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ] || exit 0\n'
 STACK_VARS = ("RFM_REFERENCE_PREFIX", "STACKPROOF_STACKS_DIR", "STACKPROOF_REPEAT", "STACKPROOF_NOISE_STACK",

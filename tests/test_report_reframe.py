@@ -23,7 +23,8 @@ RFM = HERE / "data" / "report" / "rfm"
 REFRAME = Path(sys.executable).parent / "reframe"
 DOC = HERE.parent / "docs" / "acceptance.md"
 
-pytestmark = pytest.mark.skipif(not REFRAME.exists(), reason="reframe not in the venv (make venv)")
+# slow: real ReFrame sessions (make test, not make check)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not REFRAME.exists(), reason="reframe not in the venv (make venv)")]
 
 
 def _env(tmp):

@@ -1,6 +1,6 @@
 """Installing a stack without network: pip pins and the dry-run error path (a fake pip), Debian package
 checks, the vendor environment preflight, NetPIPE's source verification and output parser (fixtures
-recorded here from real runs), the ldd check on recorded ldd output, build stamps, CLI errors."""
+recorded here from real runs), the ldd check on recorded ldd output, CLI errors."""
 import hashlib
 import json
 import os
@@ -280,25 +280,7 @@ def test_ldd_check_rejects_another_stacks_files(recorded_root):
         benchbuild.check_binary(st, Path("/b/sw4"), {}, benchbuild.other_stacks(st), ldd=lambda b, e: libs)
 
 
-# ---------------------------------------------------------------- stamps and commands
-
-def test_stamp_keyed_by_inputs(tmp_path):
-    st = vendor_like(tmp_path)
-    src = tmp_path / "a.c"
-    src.write_text("int main(void){return 0;}\n")
-    key = benchbuild.input_hash(st, "probe", [src])
-    assert key == benchbuild.input_hash(st, "probe", [src])
-    out = tmp_path / "vendor" / "bench" / "bin" / "mpi_identity"
-    out.parent.mkdir(parents=True)
-    out.write_text("")
-    assert not benchbuild.up_to_date(st, "probe", key, [out])
-    benchbuild.write_stamp(st, "probe", key)
-    assert benchbuild.up_to_date(st, "probe", key, [out])
-    src.write_text("int main(void){return 1;}\n")
-    assert benchbuild.input_hash(st, "probe", [src]) != key
-    other = vendor_like(tmp_path, compilers={"cc": "/other/mpicc", "cxx": "/other/mpicxx"})
-    assert benchbuild.input_hash(other, "probe", [src]) != benchbuild.input_hash(st, "probe", [src])
-
+# ---------------------------------------------------------------- builds and commands (keys: test_stacks_buildkey.py)
 
 def test_netpipe_build_uses_the_stacks_mpicc(tmp_path, monkeypatch):
     """The recipe's steps get the stack's own wrapper (MPICC, not CC: NetPIPE's makefile builds `mpi`

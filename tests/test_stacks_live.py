@@ -1,9 +1,12 @@
 """Two real stacks on the live test cluster, one ReFrame session (the CI form of `make acceptance`):
 commodity (Debian Open MPI 4.1, `srun --mpi=pmix`) and vendor (Intel MPI 2021.17 + MKL, `srun
 --mpi=pmi2`), plus the upgrade candidate commodity-next (Open MPI 5.0.11) compared with commodity:
-MPI hello + identity, NetPIPE, FWQ and memory bandwidth, 3 repeats, interleaved. Asserts what noise
-cannot fake: each stack ran with its own MPI library (recorded per rank by the identity probe), every
-measurement is there 3 times, and ReFrame's --performance-compare finds both stacks in one session."""
+MPI hello + identity, NetPIPE and FWQ, 2 repeats, interleaved. Asserts what noise cannot fake: each
+stack ran with its own MPI library (recorded per rank by the identity probe), every measurement is
+there once per repeat, and ReFrame's --performance-compare finds both stacks in one session.
+Memory bandwidth runs for real on every stack in tests/test_reframe_plain_live.py (the system tree), the
+applications in the laptop image's acceptance (commodity and vendor) and tests/test_stacks_apps_live.py:
+here only what needs three stacks in one session (issue 44: one acceptance-like run in CI)."""
 import json
 import os
 import subprocess
@@ -22,8 +25,8 @@ pytestmark = pytest.mark.live
 
 STACKS = ("commodity", "vendor", "commodity-next")
 LIBRARY = {"commodity": "Open MPI v4.1", "vendor": "Intel(R) MPI Library 2021.17", "commodity-next": "Open MPI v5.0"}
-REPEAT = 3
-CHECKS = r"^(MPIHello|NetPIPE|MemoryBandwidth|FWQNoise.*%profile=baseline.*%signature=none)"
+REPEAT = 2
+CHECKS = r"^(MPIHello|NetPIPE|FWQNoise.*%profile=baseline.*%signature=none)"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,7 @@ def test_each_stack_ran_its_own_mpi(session):
 def test_every_measurement_repeated_per_stack(session):
     """Each stack's own blocks (no STACKPROOF_BLOCK_STACKS): REPEAT jobs of one launch each."""
     _, cases, _ = session
-    for check in ("NetPIPE", "MemoryBandwidth"):
+    for check in ("NetPIPE",):          # the block checks of this session (FWQ runs each stack alone)
         for stack in STACKS:
             reps = sorted(c["block_index"] for c in cases if c["name"].startswith(check) and c["environ"] == stack)
             assert reps == list(range(REPEAT)), (check, stack, reps)

@@ -2,18 +2,23 @@
 # Build the Debian 12 compute image on this machine, no registry needed:
 #   mmdebstrap (minbase + install-stack.sh packages) -> rootfs tar -> podman import -> podman build
 #   (our components from the repo) -> OCI archive + manifest; a SIF too when apptainer is on PATH.
-# usage: build.sh [--out DIR] [--mirror URL] [--kernel]
+# Packages come from bookworm, bookworm-updates and bookworm-security: the archive's current versions,
+# which `make stacks` gives the host's build toolchain too (the laptop image then reuses the host's
+# benchmark builds: stacks/buildkey.py).
+# usage: build.sh [--out DIR] [--mirror URL] [--security-mirror URL] [--kernel]
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$repo/build/images
 mirror=http://deb.debian.org/debian
+security=http://deb.debian.org/debian-security
 kernel=""
 while [ $# -gt 0 ]; do
   case "$1" in
   --out) out=$2; shift 2 ;;
   --mirror) mirror=$2; shift 2 ;;
+  --security-mirror) security=$2; shift 2 ;;
   --kernel) kernel=linux-image-amd64; shift ;;     # only for Warewulf provisioning (adds ~400 MB)
-  *) echo "usage: $0 [--out DIR] [--mirror URL] [--kernel]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--out DIR] [--mirror URL] [--security-mirror URL] [--kernel]" >&2; exit 2 ;;
   esac
 done
 die() { echo "debian12-compute: error: $*" >&2; exit 1; }
@@ -37,14 +42,19 @@ t0=$(date +%s)
 echo "== $name: mmdebstrap rootfs"
 pkgs=$("$repo/images/common/install-stack.sh" packages debian12 | tr '\n' ',')$kernel
 rm -f "$out/$name-rootfs.tar"
+# --skip=cleanup/apt: mmdebstrap's own clean-up (`apt-get update` with no sources, `apt-get clean`) emptied
+# this host's package lists, not only the rootfs's: a build beside it (make test's lanes: `make stacks`'
+# `apt-get source`) then found no source package. install-stack.sh scrub clears the rootfs's lists and
+# cache inside the chroot instead.
 # shellcheck disable=SC2016  # mmdebstrap hooks get the chroot path as "$1"
-mmdebstrap --variant=minbase --mode=root --format=tar --include="$pkgs" \
+mmdebstrap --variant=minbase --mode=root --format=tar --include="$pkgs" --skip=cleanup/apt \
   --aptopt='APT::Install-Recommends "false"' \
   --essential-hook="copy-in $repo/images/common/install-stack.sh /tmp" \
   --essential-hook='chroot "$1" sh /tmp/install-stack.sh users' \
   --customize-hook='chroot "$1" sh /tmp/install-stack.sh scrub' \
   --customize-hook='rm -f "$1/tmp/install-stack.sh"' \
-  bookworm "$out/$name-rootfs.tar" "$mirror" 2>&1 | grep -E '^I: (running|finish|success)|^E:' || true
+  bookworm "$out/$name-rootfs.tar" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
+  "deb $security bookworm-security main" 2>&1 | grep -E '^I: (running|finish|success)|^E:' || true
 [ -s "$out/$name-rootfs.tar" ] || die "mmdebstrap produced no rootfs"
 t1=$(date +%s)
 

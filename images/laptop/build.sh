@@ -11,6 +11,8 @@
 #                    hash lock beside the stack file, <name>.pip-lock.txt: pip checks every sha256)
 #   sources          `stackproof stack fetch` (Debian source archive for NetPIPE/HPCC/hypre, .dsc and
 #                    sha256 pinned; OSU/AMG/SW4 from $STACKPROOF_SOURCE_MIRROR or upstream when reachable)
+#   builds           the host's own benchmark builds (make stacks), reused in the image where their
+#                    inputs' key is the same (`stack build --reuse`), built there where it is not
 # The image build itself runs with --network=none.
 # usage: build.sh [--out DIR]
 set -eu
@@ -118,6 +120,19 @@ step "fetch: benchmark sources (stackproof stack fetch $stacks)"
 sed 's/^/  /' "$out/stackproof-laptop.fetch.log"
 # the image builds what was fetched (`fetch NAME VERSION: origin`), never tries the network for the rest
 targets=probe,hello,$(sed -n 's/^fetch \([a-z0-9_]*\) [^ :]*: .*/\1/p' "$out/stackproof-laptop.fetch.log" | paste -sd, -)
+
+# ---- the host's benchmark builds (make stacks): the image's `stack build --reuse` takes each one
+# whose key, computed in the image from the image's own files (recipe, source digest, stack file,
+# toolchain package versions, MPI library bytes: stacks/buildkey.py), is the key the host recorded;
+# whatever differs is built in the image, and the build log says what differed
+mkdir -p "$ctx/prebuilt"
+for s in $stacks; do
+  bench=$("$stackproof" stack show "$s" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["prefix"] or "")')/bench
+  [ -d "$bench/.stamps" ] || continue
+  mkdir -p "$ctx/prebuilt/$s"
+  tar -C "$bench" --exclude=./.build --exclude='./.reuse-*' -cf - . | tar -C "$ctx/prebuilt/$s" -xf -
+done
+step "host builds offered for reuse: $(find "$ctx/prebuilt" -path '*/.stamps/*.json' | wc -l) targets ($(du -sm "$ctx/prebuilt" | cut -f1) MB)"
 t_build=$(date +%s)
 
 cp "$repo/images/laptop/entrypoint.sh" "$repo/images/laptop/install-stacks.sh" "$ctx/images/laptop/"

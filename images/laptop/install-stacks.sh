@@ -9,6 +9,8 @@
 #   CTX/requirements-lock.txt those pins, without hashes
 #   CTX/stack-wheels/         the pip stacks' wheels (the hash lock beside each stack file)
 #   CTX/sources/<benchmark>/  the benchmarks' verified sources (stackproof stack fetch --into)
+#   CTX/prebuilt/<stack>/     the host's bench dirs: `stack build --reuse` takes a target's build from
+#                             there when its key (computed here) is the host's, else builds it
 # Leaves /opt/stackproof/stacks/<stack>/ (bench/ with provenance.json) and nothing the acceptance
 # does not use: no source cache, no build trees (bench/.build keeps only the build logs), no wheels.
 set -eu
@@ -45,12 +47,14 @@ PIP_NO_CACHE_DIR=1 stackproof stack install --wheels "$ctx/stack-wheels" "$@"
 step "stackproof stack build${only:+ --only $only} $* (sources verified again from the seeded cache)"
 mkdir -p "$root/sources"
 cp -r "$ctx/sources/." "$root/sources/"
-stackproof stack build ${only:+--only "$only"} "$@"
+reuse=""
+[ -d "$ctx/prebuilt" ] && reuse=$ctx/prebuilt
+stackproof stack build ${only:+--only "$only"} ${reuse:+--reuse "$reuse"} "$@"
 for s in "$@"; do
   bench=$(stackproof stack show "$s" | python3 -c 'import json,sys; print(json.load(sys.stdin)["prefix"] or "")')/bench
   [ -f "$bench/provenance.json" ] || die "stack $s: no $bench/provenance.json after the build"
 done
-rm -rf "$root/sources"
+rm -rf "$root/sources" "$ctx/prebuilt"
 
 step "trim what the acceptance does not use: $(du -sm "$root" | cut -f1) MB of stacks"
 # Intel's GPU offload runtime, brought by the intel-openmp and intel-cmplr-lib-ur wheels (OpenMP target

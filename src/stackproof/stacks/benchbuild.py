@@ -6,8 +6,10 @@ Into ${prefix}/bench (the stack's bench dir), with the stack's own compilers and
   every recipe of stacks/data/recipes.yaml: fwq-mpi (this repository), NetPIPE, HPCC and hypre's ij
   (Debian's source archive), OSU, AMG and SW4 (a source mirror or upstream; skipped, saying what to
   set, when neither is reachable). Sources: sources.py; the build itself: appbuild.py.
-Each target has a stamp keyed by the hash of its inputs (source digest, recipe, compilers, the stack's
-environment, the MPI library files), so a second run rebuilds nothing. Every binary is then checked
+Each target leaves a record keyed by the hash of its inputs (buildkey.py: recipe, source digest, build
+code, stack file, toolchain package versions, MPI library files), so a second run rebuilds nothing,
+and `--reuse DIR` takes another machine's build of a target (DIR/<stack>/, a copy of its bench dir)
+when, and only when, its key is the one computed here. Every binary is then checked
 with ldd in the stack's run environment: it must resolve the stack's MPI library (mpi.library in
 mpi.library_dir) and nothing from another stack's directories. <bench>/provenance.json says what
 was built from what (appbuild.record_provenance).
@@ -17,8 +19,6 @@ environment's installs; `stack build` reports which ones Spack provides (spackbe
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import subprocess
@@ -26,6 +26,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from stackproof.stacks import buildkey
 from stackproof.stacks.appbuild import build_recipe, outputs, recipe_fingerprint, record_provenance
 from stackproof.stacks.fetch import sha256_of as sha256
 from stackproof.stacks.model import Stack, StackError, load_stack, stack_names
@@ -36,55 +37,11 @@ from stackproof.stacks.spackbench import view_report
 
 RECIPES = load_recipes()
 TARGETS = ("probe", "hello", *RECIPES)
-RECIPE = "2"                    # bump when the build of probe/hello below changes
 SYSTEM_DIRS = ("/usr/lib", "/lib", "/usr/local/lib")
 
 
 def progress(stack: Stack, msg: str) -> None:
     print(f"[stack {time.strftime('%H:%M:%S')}] {stack.name}: {msg}", flush=True)
-
-
-# ---------------------------------------------------------------- stamps
-
-def mpi_library_files(stack: Stack) -> list[str]:
-    """'path size mtime' of the stack's MPI library files (they change when the MPI is upgraded)."""
-    if not stack.mpi_library_dir or not Path(stack.mpi_library_dir).is_dir():
-        return []
-    rx = re.compile(stack.mpi_library)
-    out = []
-    for p in sorted(Path(stack.mpi_library_dir).iterdir()):
-        if rx.search(p.name):
-            real = Path(os.path.realpath(p))
-            st = real.stat() if real.exists() else None
-            out.append(f"{p.name}->{real} {st.st_size if st else 0} {int(st.st_mtime) if st else 0}")
-    return out
-
-
-def input_hash(stack: Stack, target: str, sources: list[Path], extra: tuple[str, ...] = ()) -> str:
-    h = hashlib.sha256()
-    stack_part = {"recipe": RECIPE, "target": target, "cc": stack.cc, "cxx": stack.cxx, "fc": stack.fc,
-                  "env": stack.env, "path": stack.path, "ld": stack.ld_library_path,
-                  "blas": stack.blas_lapack, "libs": mpi_library_files(stack), "extra": extra}
-    h.update(json.dumps(stack_part, sort_keys=True).encode())
-    for src in sources:
-        h.update(str(src.name).encode())
-        h.update(sha256(src).encode())
-    return h.hexdigest()
-
-
-def stamp_path(stack: Stack, target: str) -> Path:
-    return stack.bench_dir() / ".stamps" / f"{target}.stamp"
-
-
-def up_to_date(stack: Stack, target: str, key: str, outputs: list[Path]) -> bool:
-    st = stamp_path(stack, target)
-    return st.is_file() and st.read_text().strip() == key and all(o.exists() for o in outputs)
-
-
-def write_stamp(stack: Stack, target: str, key: str) -> None:
-    st = stamp_path(stack, target)
-    st.parent.mkdir(parents=True, exist_ok=True)
-    st.write_text(key + "\n")
 
 
 # ---------------------------------------------------------------- ldd check
@@ -185,7 +142,32 @@ def source_for(recipe: Recipe, say) -> Obtained:
 
 # ---------------------------------------------------------------- one stack
 
-def _recipe_target(stack: Stack, recipe: Recipe, env: dict[str, str], force: bool):
+def _current_reused_or_built(stack: Stack, target: str, what: str, parts: dict, outs: list[Path], build,
+                             force: bool, reuse: Path | None):
+    """One target: up to date (its record has this key), else taken from `reuse`/<stack>/ when that
+    build's key is this one, else built by `build()`; yields the status line."""
+    bench = stack.bench_dir()
+    key = buildkey.key_of(parts)
+    if not force and buildkey.current(bench, target, key, outs):
+        yield f"stack {stack.name}: {what} up-to-date"
+        return
+    why = None
+    if reuse is not None and not force:
+        try:
+            buildkey.reuse(reuse / stack.name, bench, target, parts, outs)
+            yield f"stack {stack.name}: {what} reused from {reuse / stack.name} (same inputs: key {key[:12]})"
+            return
+        except buildkey.NotReusable as exc:
+            why = str(exc)
+    t0 = time.monotonic()
+    build()
+    buildkey.write_record(bench, target, parts, outs)
+    yield (f"stack {stack.name}: {what} built in {time.monotonic() - t0:.1f} s"
+           + (f" (not reused: {why})" if why else ""))
+
+
+def _recipe_target(stack: Stack, recipe: Recipe, env: dict[str, str], shared: dict, force: bool,
+                   reuse: Path | None):
     """Build one recipe if its inputs changed; yields status lines, returns the binaries to check."""
     def say(msg):
         progress(stack, msg)
@@ -201,15 +183,13 @@ def _recipe_target(stack: Stack, recipe: Recipe, env: dict[str, str], force: boo
         yield (f"stack {stack.name}: {recipe.name} not built: {exc}"
                + (f" (an earlier build is kept: {', '.join(b.name for b in kept)})" if kept else ""))
         return kept
-    key = input_hash(stack, recipe.name, [], extra=(src.digest, recipe_fingerprint(recipe)))
-    if not force and up_to_date(stack, recipe.name, key, outputs(stack, recipe)):
-        yield f"stack {stack.name}: {recipe.name} {recipe.version} up-to-date"
-    else:
-        t0 = time.monotonic()
+    parts = buildkey.target_parts(shared, recipe.name, recipe_fingerprint(recipe), src.digest)
+
+    def build():
         say(f"building {recipe.name} {recipe.version} from {src.origin}")
         build_recipe(stack, recipe, src, env, say=say)
-        write_stamp(stack, recipe.name, key)
-        yield f"stack {stack.name}: {recipe.name} {recipe.version} built in {time.monotonic() - t0:.1f} s"
+    yield from _current_reused_or_built(stack, recipe.name, f"{recipe.name} {recipe.version}", parts,
+                                        outputs(stack, recipe), build, force, reuse)
     record_provenance(stack, recipe, src)       # kept current also when up to date (hashes: milliseconds)
     return binaries
 
@@ -225,8 +205,9 @@ def _executables(paths: list[Path]) -> list[Path]:
     return out
 
 
-def build_stack(stack: Stack, only=None, force: bool = False):
-    """Build (or confirm up to date) every target of `stack`, yielding a line per target as it goes."""
+def build_stack(stack: Stack, only=None, force: bool = False, reuse: Path | None = None):
+    """Build (or confirm up to date, or take from `reuse`/<stack>/ when its inputs are the same) every
+    target of `stack`, yielding a line per target as it goes."""
     if stack.view is not None:
         yield from view_report(stack)
         return
@@ -236,25 +217,23 @@ def build_stack(stack: Stack, only=None, force: bool = False):
         raise StackError(f"unknown build targets {sorted(bad)} (known: {', '.join(TARGETS)})")
     env = stack.run_env()
     bench = stack.bench_dir()
+    shared = buildkey.stack_parts(stack, env)
     built = []
     t_all = time.monotonic()
     for target, exe in (("probe", "mpi_identity"), ("hello", "mpi_hello")):
         if target not in targets:
             continue
         out, src = bench / "bin" / exe, _packaged(f"{exe}.c")
-        key = input_hash(stack, target, [src])
-        if not force and up_to_date(stack, target, key, [out]):
-            yield f"stack {stack.name}: {exe} up-to-date"
-        else:
-            t0 = time.monotonic()
+        parts = buildkey.target_parts(shared, target, sha256(src), "")
+
+        def build(exe=exe, src=src, out=out):
             progress(stack, f"building {exe} with {stack.cc}")
             build_c_program(stack, src, out, env)
-            write_stamp(stack, target, key)
-            yield f"stack {stack.name}: {exe} built in {time.monotonic() - t0:.1f} s"
+        yield from _current_reused_or_built(stack, target, exe, parts, [out], build, force, reuse)
         built.append(out)
     for name, recipe in RECIPES.items():
         if name in targets:
-            built += yield from _recipe_target(stack, recipe, env, force)
+            built += yield from _recipe_target(stack, recipe, env, shared, force, reuse)
     others = other_stacks(stack)
     binaries = _executables(built)
     for binary in binaries:

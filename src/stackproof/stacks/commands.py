@@ -2,8 +2,9 @@
 
   stackproof stack install NAME... [--dry-run] [--wheels DIR]
   stackproof stack lock NAME... [--wheels DIR]
-  stackproof stack build NAME... [--only T,...] [--force] [--source-mirror DIR]
+  stackproof stack build NAME... [--only T,...] [--force] [--source-mirror DIR] [--reuse DIR]
   stackproof stack fetch NAME... [--only T,...] [--source-mirror DIR] [--into DIR]
+  stackproof stack toolchain NAME... [--outdated]
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import os
 from pathlib import Path
 
 from stackproof import files
-from stackproof.stacks import unpack
+from stackproof.errors import InputError
+from stackproof.stacks import buildkey, unpack
 from stackproof.stacks.benchbuild import RECIPES, TARGETS, build_stack, source_for
 from stackproof.stacks.environment import check_environment
 from stackproof.stacks.model import StackError, load_stack
@@ -47,11 +49,14 @@ def _build_cmd(args) -> int:
     only = tuple(x for x in (args.only or "").split(",") if x) or None
     if args.source_mirror:
         os.environ[MIRROR_VAR] = os.path.abspath(args.source_mirror)
+    reuse = Path(args.reuse).resolve() if args.reuse else None
+    if reuse is not None and not reuse.is_dir():
+        raise InputError(f"--reuse {args.reuse}: no such directory (it holds <stack>/, a copy of a stack's bench dir)")
     for name in args.names:
         stack = load_stack(name)
         if stack.view is None:
             check_environment(stack)
-        for line in build_stack(stack, only=only, force=args.force):
+        for line in build_stack(stack, only=only, force=args.force, reuse=reuse):
             print(line, flush=True)
     return 0
 
@@ -117,6 +122,25 @@ def _fetch_cmd(args) -> int:
     return 0
 
 
+def _toolchain_cmd(args) -> int:
+    """The Debian packages the stacks' build keys cover, `name version` per line; with --outdated only
+    the names of those the archive has in another version (apt-get install --only-upgrade's arguments)."""
+    roots = [*buildkey.TOOLCHAIN_ROOTS]
+    for name in args.names:
+        roots += [p for p in load_stack(name).install_apt if p not in roots]
+    packages = buildkey.toolchain_packages(roots)
+    if packages is None and args.outdated:
+        return 0                # no dpkg: nothing apt could upgrade
+    if packages is None:
+        raise StackError("no dpkg-query here: the build keys record the compilers' --version instead")
+    if args.outdated:
+        print(" ".join(buildkey.outdated(packages)))
+    else:
+        for name, version in packages.items():
+            print(f"{name} {version}")
+    return 0
+
+
 def register_verbs(verbs) -> None:
     v = verbs.add_parser("install", help="install stacks: pinned wheels into a venv at the prefix, "
                                          "check Debian packages")
@@ -135,6 +159,9 @@ def register_verbs(verbs) -> None:
     v.add_argument("names", nargs="+", metavar="NAME")
     v.add_argument("--only", help=f"comma-separated subset of: {','.join(TARGETS)}")
     v.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
+    v.add_argument("--reuse", metavar="DIR",
+                   help="take a target's build from DIR/<stack>/ (a copy of another machine's bench dir) when "
+                        "its recorded key is the one computed here (same recipe, source, stack, toolchain)")
     v.add_argument("--source-mirror", metavar="DIR",
                    help=f"local source mirror (tarballs, Spack mirror layout, git repositories); ${MIRROR_VAR}")
     v.set_defaults(func=_build_cmd)
@@ -148,3 +175,9 @@ def register_verbs(verbs) -> None:
                    help="also copy each verified source into DIR/<benchmark>/, the layout of "
                         "${STACKPROOF_STACKS_ROOT}/sources (seeds another machine's or an image's cache)")
     v.set_defaults(func=_fetch_cmd)
+    v = verbs.add_parser("toolchain", help="the Debian packages the stacks' build keys cover (compilers, binutils, "
+                                           "headers, MPI, BLAS), with their versions")
+    v.add_argument("names", nargs="+", metavar="NAME")
+    v.add_argument("--outdated", action="store_true",
+                   help="only the names of those whose apt candidate is another version, on one line")
+    v.set_defaults(func=_toolchain_cmd)
