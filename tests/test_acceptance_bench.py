@@ -20,13 +20,13 @@ def fake_run(d, stacks, calls):
 
 def test_summary_counts_calls_and_harness_share(tmp_path, capsys):
     fake_run(tmp_path / "aa", ["commodity", "commodity-copy"],
-             ["no difference", "no difference", "inconclusive", "not measured (vendor: no osu)"])
+             ["no difference", "no difference", "inconclusive", "not measured"])
     assert bench.main(["-o", str(tmp_path), "--runs", "aa", "--summarize-only"]) == 0
     row = json.loads((tmp_path / "summary.json").read_text())[0]
     assert row["calls"] == {"no difference": 2, "inconclusive": 1, "not measured": 1}
     assert row["harness_x"] == 1.5 and row["total_s"] == 512.3 and row["failed_steps"] == []
     md = (tmp_path / "summary.md").read_text()
-    assert "| aa | commodity vs commodity-copy | 512.3 s | 300.0 s | 100 | 1.5x | 0 | 0 | 2 | 1 | 0 | 0 | - |" in md
+    assert "| aa | commodity vs commodity-copy | 512.3 s | 300.0 s | 100 | 1.5x | 0 | 0 | 2 | 0 | 0 | 1 | 0 | - |" in md
 
 
 def test_a_run_without_results_is_reported_not_invented(tmp_path, capsys):
@@ -90,3 +90,11 @@ def test_the_spread_within_a_pair_of_an_a_a_run(tmp_path):
     assert [(s["var"], s["headline"], s["pairs"]) for s in spreads] == [("hpl", True, 4), ("ptrans", False, 4)]
     # |log| of 1.1, 1, 0.95, 1: median of 0.0953, 0, 0.0513, 0 -> 2.56 %
     assert spreads[0]["spread_pct"] == 2.56 and spreads[0]["max_pct"] == 9.53
+
+
+def test_a_call_that_is_no_verdict_value_is_refused(tmp_path, capsys):
+    """report.json keeps the call and its reason apart (comparison.Verdict): a string with its reason
+    glued on is not split back, it is refused in one line."""
+    fake_run(tmp_path / "aa", ["commodity", "commodity-copy"], ["inconclusive: 96.9 % interval"])
+    assert bench.main(["-o", str(tmp_path), "--runs", "aa", "--summarize-only"]) == 1
+    assert "is no call" in capsys.readouterr().err

@@ -326,7 +326,8 @@ def test_per_profile_clusters_load_the_mpibind_plugin_and_the_proposal_gets_its_
         up()
     assert ups == [("baseline", "/bin/true")]
     # without a proposal (no tracefs, say) the step says so: nothing is claimed measured
-    assert dict(steps)["the hunt's proposal: cluster up and node checks"]().startswith("not measured: ")
+    with pytest.raises(driver.NotMeasured, match="wrote no proposal"):
+        dict(steps)["the hunt's proposal: cluster up and node checks"]()
 
 
 def test_node_checks_without_the_plugin_fail_saying_why(tmp_path, monkeypatch):
@@ -366,9 +367,11 @@ def test_report_projection_and_hunt_are_function_calls_with_one_line_failures(tm
     results = driver.run([("report", lambda: driver._report(tmp_path, "commodity")),
                           ("projection", lambda: driver._project(bad, "commodity")),
                           ("hunt", lambda: driver._hunt(None, tmp_path, "baseline"))])
-    assert [r.ok for r in results] == [False, False, True]
+    assert [r.status for r in results] == ["fail", "fail", "not measured"]
     assert all("\n" not in r.detail and "Traceback" not in r.detail for r in results)
-    assert results[2].detail == "not measured: tracefs is not mounted at /x and this is not root"
+    assert results[2].detail == "tracefs is not mounted at /x and this is not root"
+    md = driver.summary_markdown(results, "header")
+    assert "| hunt | **not measured** |" in md and "0 passed, 1 not measured, 2 failed" in md
     assert "Traceback" not in capsys.readouterr().err
 
 

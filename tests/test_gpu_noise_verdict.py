@@ -58,13 +58,13 @@ def test_no_report_or_a_broken_one_is_not_measured(tmp_path):
 
 
 def test_report_shows_not_measured_with_the_reason_never_pass(tmp_path):
-    """The check skips such a case with 'not measured: <why>'; the FWQ check runs with one stack (a node
+    """The check skips such a case with skip_not_measured(why) (not_measured true); the FWQ check runs with one stack (a node
     check), so the report's Node checks section shows '<why>' for it, never a pass, and the stack verdict
     has no row for it."""
     why = injector_not_measured(str(DATA / "fifo-refused.json"))
     tc = {"name": FWQ_CASE, "display_name": FWQ_CASE, "unique_name": "FWQNoise_x", "system": "local",
           "partition": "gpu", "environ": "commodity", "result": "skip", "fail_phase": None, "fail_reason": None,
-          "skip_reason": f"not measured: {why}", "perfvalues": {}}
+          "skip_reason": f"not measured: {why}", "not_measured": True, "perfvalues": {}}
     others = [{"name": "NetPIPE", "unique_name": f"NetPIPE_{s}", "system": "local", "partition": "gpu",
                "environ": s, "result": "pass", "perfvalues": {"local:gpu:lat_8B": [1.0, 0, None, None, "us"]}}
               for s in ("commodity", "vendor")]

@@ -390,14 +390,13 @@ class _FakePart:
 def test_check_without_a_profile_runs_under_the_image_profile_on_corespec_partitions(tmp_path):
     """MPIHello & co. (no profile of their own) run on nodes whose image fixes corespec; a check asking
     for another profile is still skipped there."""
-    from reframe.core.exceptions import SkipTestError
-    from stackproof.reframe.profile import profile_values
+    from stackproof.reframe.profile import ProfileUnavailable, profile_values
     (tmp_path / "etc/stackproof").mkdir(parents=True)
     (tmp_path / "etc/stackproof/profile.env").write_text("STACKPROOF_PROFILE=corespec\nSTACKPROOF_APP_CORES=1\n")
     part = _FakePart(["remote", "corespec"], tmp_path)
     assert profile_values(part, None, tmp_path)["STACKPROOF_APP_CORES"] == "1"
     assert profile_values(part, "corespec", tmp_path)["STACKPROOF_PROFILE"] == "corespec"
-    with pytest.raises(SkipTestError, match="runs profile 'corespec'; this check measures 'baseline'"):
+    with pytest.raises(ProfileUnavailable, match="runs profile 'corespec'; this check measures 'baseline'"):
         profile_values(part, "baseline", tmp_path)
 
 

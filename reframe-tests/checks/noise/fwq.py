@@ -131,7 +131,7 @@ class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
             return
         why = injector_not_measured(self.stage_file(self.injector_report)) if self.injector_report else None
         if why:
-            self.skip(f'not measured: {why}')
+            self.skip_not_measured(why)
         trace = self.stage_file('fwq.dat')
         if not os.path.isfile(trace):
             self.fwq_problem = f'{trace}: expected the fwq-mpi trace (-o fwq.dat); not written'

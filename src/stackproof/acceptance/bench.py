@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stackproof.comparison import Verdict
 from stackproof.errors import InputError, StackproofError
 from stackproof.paths import REPO
 from stackproof.report.rows import cases_from_report, perf_rows
@@ -30,7 +31,7 @@ from stackproof.report.rows import cases_from_report, perf_rows
 RUNS = {"vendor": ["commodity", "vendor"], "aa": ["commodity", "commodity-copy"],
         "worse": ["commodity", "commodity-slow"]}
 EXPERIMENTS = REPO / "reframe-tests" / "stacks" / "experiments"
-CALLS = ("better", "worse", "no difference", "inconclusive", "higher", "lower")
+CALLS = tuple(v.value for v in Verdict if v.decided or v.open)
 
 
 def _load(path: Path) -> dict:
@@ -44,12 +45,17 @@ def _load(path: Path) -> dict:
 
 
 def verdicts(report: dict) -> list[tuple[str, str, str]]:
-    """(case, metric, call) of every stack-comparison metric in a report.json."""
+    """(case, metric, call) of every stack-comparison metric in a report.json; the call is a
+    comparison.Verdict's value (report.json keeps the reason apart), anything else is refused."""
     out = []
     for row in report.get("verdicts") or []:
         for v in (row.get("vs") or {}).values():
-            # a call may carry its reason after a colon ("inconclusive: 96.9 % interval: ...")
-            out.append((str(row.get("case")), str(row.get("var")), str(v.get("verdict")).split(":")[0]))
+            try:
+                call = Verdict(v.get("verdict"))
+            except ValueError:
+                raise StackproofError(f"report.json: {row.get('case')!r} {row.get('var')!r}: "
+                                      f"{str(v.get('verdict'))[:80]!r} is no call") from None
+            out.append((str(row.get("case")), str(row.get("var")), call.value))
     return out
 
 

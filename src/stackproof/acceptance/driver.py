@@ -72,12 +72,22 @@ def build_mpi_hello(mpi: str, out_dir: Path) -> Path:
     return exe
 
 
+class NotMeasured(StackproofError):
+    """A step that could not measure what it is about on this host (no tracefs, no proposal): its row
+    says "not measured" with the reason, never "pass"; it fails nothing else."""
+
+
 @dataclass
 class Result:
     step: str
-    ok: bool
+    status: str         # "pass", "not measured" or "fail"
     detail: str
     seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """Not failed (a step that could not measure says so in its row, and fails no run)."""
+        return self.status != "fail"
 
 
 def profile_env(cluster: Cluster) -> dict[str, str]:
@@ -117,22 +127,28 @@ def multinode_smoke(cluster: Cluster, hello: Path) -> str:
     return "Open MPI over TCP across n1,n2,n3"
 
 
+STATUS_WORD = {"pass": "ok", "not measured": "NOT MEASURED", "fail": "FAILED"}
+STATUS_CELL = {"pass": "pass", "not measured": "**not measured**", "fail": "**FAIL**"}
+
+
 def run(steps: list[tuple[str, Callable[[], str]]]) -> list[Result]:
     results = []
     for i, (name, fn) in enumerate(steps, start=1):
         print(f"[{i}/{len(steps)}] {name} ...", end="", flush=True, file=sys.stderr)
         t0 = time.monotonic()
         try:
-            detail, ok = fn(), True
+            detail, status = fn(), "pass"
+        except NotMeasured as exc:
+            detail, status = str(exc), "not measured"
         except (StackproofError, subprocess.TimeoutExpired) as exc:
-            detail, ok = str(exc), False
+            detail, status = str(exc), "fail"
         except Exception as exc:  # a broken step must not hide the others' results
-            detail, ok = f"{type(exc).__name__}: {exc}", False
+            detail, status = f"{type(exc).__name__}: {exc}", "fail"
         dt = time.monotonic() - t0
-        print(f" {'ok' if ok else 'FAILED'} ({dt:.1f} s)", file=sys.stderr, flush=True)
-        if not ok:
+        print(f" {STATUS_WORD[status]} ({dt:.1f} s)", file=sys.stderr, flush=True)
+        if status != "pass":
             print(f"      {detail}", file=sys.stderr)
-        results.append(Result(name, ok, detail, dt))
+        results.append(Result(name, status, detail, dt))
     return results
 
 
@@ -140,9 +156,10 @@ def summary_markdown(results: list[Result], header: str) -> str:
     lines = ["# stackproof acceptance summary", "", header, "",
              "| step | result | seconds | detail |", "|---|---|---:|---|"]
     for r in results:
-        lines.append(f"| {r.step} | {'pass' if r.ok else '**FAIL**'} | {r.seconds:.1f} | {r.detail} |")
-    passed = sum(r.ok for r in results)
-    lines += ["", f"{passed} passed, {len(results) - passed} failed"]
+        lines.append(f"| {r.step} | {STATUS_CELL[r.status]} | {r.seconds:.1f} | {r.detail} |")
+    count = {s: sum(r.status == s for r in results) for s in STATUS_CELL}
+    lines += ["", f"{count['pass']} passed, " + (f"{count['not measured']} not measured, " if count["not measured"] else "")
+              + f"{count['fail']} failed"]
     return "\n".join(lines) + "\n"
 
 
@@ -301,7 +318,8 @@ def main(argv=None) -> int:
     (out / "summary.md").write_text(md)
     (out / "summary.json").write_text(json.dumps({         # for `make bench-acceptance` (acceptance/bench.py)
         "stacks": args.stack, "baseline": args.baseline, "total_s": round(total, 1),
-        "steps": [{"step": r.step, "ok": r.ok, "seconds": round(r.seconds, 1)} for r in results]}, indent=1))
+        "steps": [{"step": r.step, "ok": r.ok, "status": r.status, "seconds": round(r.seconds, 1)}
+                  for r in results]}, indent=1))
     print("\n" + md, end="")
     print(f"summary: {out / 'summary.md'}; report: {out / 'report.html'} and {out / 'report.md'}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
@@ -381,7 +399,7 @@ def _proposal_checks(cluster: Cluster, out: Path, args, nt, proposal: Path, plug
     """The node checks under the profile the noise hunt proposed (its proposal/profiles.yaml), on the
     cluster brought up in it; "not measured" with the reason where the hunt proposed none."""
     if not proposal.is_file():
-        return f"not measured: the noise hunt under baseline wrote no proposal ({proposal})"
+        raise NotMeasured(f"the noise hunt under baseline wrote no proposal ({proposal})")
     names = [n for n in profile_names(proposal) if n not in profile_names()]
     if len(names) != 1:
         raise StackproofError(f"{proposal}: expected one proposed profile, found {', '.join(names) or 'none'}")
@@ -438,7 +456,7 @@ def _hunt(cluster: Cluster, out: Path, profile: str) -> str:
     try:
         ensure_tracefs()
     except StackproofError as exc:
-        return f"not measured: {exc}"
+        raise NotMeasured(str(exc)) from None
     target = out / "hunt" / profile
     with _stderr_to(target / "hunt.log"):
         hunt(check_cpus(None), 5.0, 60.0, 8192, target)

@@ -176,6 +176,9 @@ class StackCheck(rfm.RegressionTestPlugin):
     #: why the check was skipped ('' when it was not), set by skip(): ReFrame prints a skip's message
     #: but keeps none in its JSON report, which the report (and anyone after the run) reads
     skip_reason = variable(str, value='', loggable=True)
+    #: True when the check ran but could not measure what it is about (skip_not_measured): the report
+    #: says "not measured" with skip_reason, as data, never a prefix to parse
+    not_measured = variable(bool, value=False, loggable=True)
     #: every launch: {stack, dir, block, position, pair, rc, start, end, values {figure: value}}
     launches = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
@@ -445,6 +448,12 @@ class StackCheck(rfm.RegressionTestPlugin):
         """ReFrame's skip (also behind skip_if), keeping the message as the loggable `skip_reason`."""
         self.skip_reason = str(msg) if msg else f'{type(self).__name__} skipped itself without a message'
         super().skip(msg)
+
+    def skip_not_measured(self, why):
+        """The check ran but what it is about was not measured (`why`): a skip the report shows as
+        "not measured: why", never a pass."""
+        self.not_measured = True
+        self.skip(f'not measured: {why}')
 
     # ---- for the check's own code ----------------------------------------------------------------------
     @property

@@ -51,6 +51,7 @@ class Case:
     job_stdout: str | None = None
     job_stderr: str | None = None
     fail_phase: str | None = None
+    not_measured: bool = False    # skipped because it ran but could not measure (StackCheck.skip_not_measured)
     explicit_label: bool = False
     perf_better: dict = field(default_factory=dict)   # var or fnmatch pattern -> higher | lower (the check's)
     perf_headline: list = field(default_factory=list)  # the check's headline variables (names or patterns)
@@ -136,7 +137,8 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                             environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
                             mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
                             job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
-                            fail_phase=tc.get("fail_phase"), explicit_label=bool(label) and len(stacks) == 1,
+                            fail_phase=tc.get("fail_phase"), not_measured=tc.get("not_measured") is True,
+                            explicit_label=bool(label) and len(stacks) == 1,
                             info=session, perf_better=_perf_better(tc.get("perf_better"), origin),
                             perf_headline=_perf_headline(tc.get("perf_headline"), origin),
                             perf_margin=_perf_margin(tc.get("perf_margin"), origin),
@@ -350,8 +352,8 @@ def why_not_measured(cases: list[Case]) -> str:
         return f"failed ({len(failed)}/{len(cases)}): {first}"
     if skipped:
         reason = skipped[0].fail_reason or ""
-        # a check that ran but could not measure what it is about skips with "not measured: why"
-        return reason[len("not measured: "):] if reason.startswith("not measured: ") else f"skipped: {reason}"
+        # a check that ran but could not measure what it is about says so (StackCheck.skip_not_measured)
+        return reason if skipped[0].not_measured else f"skipped: {reason}"
     return "no performance value recorded"
 
 
