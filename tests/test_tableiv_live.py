@@ -21,7 +21,7 @@ from stackproof.noise.run import build_dir
 pytestmark = pytest.mark.live
 
 # 8 + 8 runs: one co-tenant stall on this shared machine may land a corespec run above every baseline
-# run (its std up to 65 us against baseline's 28-57 us in an acceptance run here) and the call still
+# run (docs/performance.md, "Measured here, cited by the code") and the call still
 # holds (p = 134/12870 against the headline's 4 %); 5 + 5 runs could not afford a single one.
 ROUNDS = 8
 RESULTS = build_dir() / "live-results.json"
@@ -73,11 +73,10 @@ def test_the_daemon_reaches_the_application_cores_only_under_baseline(matrix):
 
 def test_corespec_against_baseline_on_like_cores_under_the_daemon(matrix):
     """Table IV compares on like cores: corespec's CPU 1 against baseline's CPU 1. Where baseline's
-    floating daemon runs is the OS's choice, per run (it stays on the core it started on: CPU 1 in 4 of
-    8 baseline runs in one run here, and the call was then inconclusive, 0.34 [0.08, 1.07], where 8
-    of 8 gave better). Asserted: the row compares on CPU 1; in every baseline run whose CPU 1 carries
+    floating daemon runs is the OS's choice, per run (it stays on the core it started on; docs/noise.md
+    has the live runs and their calls). Asserted: the row compares on CPU 1; in every baseline run whose CPU 1 carries
     the daemon's phase-locked train, CPU 1's std is above the median of corespec's (an ordering in the
-    same run: the train adds about 25 us of std, corespec's CPU 1 measured 1-18 us); the call is never
+    same run, its margin in docs/noise.md); the call is never
     worse; and it is better when the train reached CPU 1 in every baseline run."""
     out, runs, rows = matrix
     row = next(r for r in rows if r.profile == "corespec" and r.condition == "daemon")

@@ -70,8 +70,8 @@ def _stack_mode(stack):
 site_configuration = {
     'general': [
         # the test cluster and this machine answer squeue instantly: poll at least once a second
-        # (ReFrame's default decays to once every 10 s, which made short jobs take ~10 s each), at
-        # most 4 times a second (each poll forks squeue on the CPUs the benchmark runs on)
+        # (ReFrame's default decays to a slow rate that made each short job wait a poll: docs/performance.md,
+        # "Measured here, cited by the code"), at most 4 times a second (each poll forks squeue on the CPUs the benchmark runs on)
         dict(_GENERAL, poll_rate_min=1.0, poll_rate_max=4.0, target_systems=['testcluster', 'local']),
         _GENERAL,
     ],

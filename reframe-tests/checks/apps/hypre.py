@@ -3,8 +3,8 @@ Laplacian, the kernel the AMG benchmark wraps. Built per stack by `stackproof st
 Debian's source archive with the stack's MPI and BLAS/LAPACK (stack benchmark `hypre_ij`).
 
 Sizes: `size` picks the grid per rank from `grid_per_rank` (the global grid is that times the process
-grid -P, MPI_Dims_create-style); `ci` (64^3 points per rank) gives the solve about a second of its own
-compute on 2 cores here, and the setup as much (at 40^3 the solve took 0.16-0.21 s: docs/performance.md);
+grid -P, MPI_Dims_create-style); `ci` (64^3 points per rank) gives the solve and the setup a timed
+share well above the launch's start (the times at 40^3: docs/performance.md);
 ij has no inner repetitions. Performance: setup and solve
 wall-clock times (s) and the iteration count; the final relative residual must reach the tolerance.
 Output parsed by stackproof.benchparse.parse_hypre_ij. Launched in blocks (StackCheck).

@@ -10,11 +10,11 @@ Sized by time (`make acceptance`): with `full_sweep=false` only the size the ver
 latency and collectives, 1 MiB bandwidth); with `time_target=T` a short probe launch at that size
 (once per stack and block, before the block's launches) measures one iteration and the timed
 launches get the iterations that fill T seconds, instead of OSU's
-fixed counts (bibw over every size to 4 MiB took 150 s per launch with Intel MPI here).
+fixed counts (bibw over every size to 4 MiB took minutes per launch with Intel MPI: docs/performance.md).
 
 Nodes emulated on one host (feature `emulated`: the test and virtual clusters) share its cores, so
-OSU's fixed counts measure the host's scheduler (6 busy-polling allreduce ranks on 2 CPUs: 15-20 ms
-per call): there `time_target` defaults to `emulated_time_target` and the collectives start at most
+OSU's fixed counts measure the host's scheduler (more busy-polling allreduce ranks than CPUs:
+docs/performance.md): there `time_target` defaults to `emulated_time_target` and the collectives start at most
 one rank per host core in all.
 """
 import os
@@ -124,8 +124,8 @@ class OSUBenchmark(StackCheck, rfm.RunOnlyRegressionTest):
             nodes, per_node = extras['nodes'], extras['cores_per_node']
             if emulated:
                 # the emulated nodes share one host's cores: at most one rank per host core in all
-                # (more busy-polling ranks than cores measure the scheduler: 3 ranks on 2 CPUs took
-                # 4-6 ms per 8-byte allreduce), spread over as many nodes as there are cores
+                # (more busy-polling ranks than cores measure the scheduler, docs/performance.md),
+                # spread over as many nodes as there are cores
                 nodes = min(nodes, per_node)
                 per_node = max(1, per_node // nodes)
             self.num_tasks_per_node = self.collective_tasks_per_node or per_node

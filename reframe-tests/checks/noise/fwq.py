@@ -48,8 +48,8 @@ class FWQNoise(StackCheck, rfm.RunOnlyRegressionTest):
     perf_headline = ['noise_fraction']
     profile = parameter(PROFILES, loggable=True)
     signature = parameter(SIGNATURES, loggable=True)
-    #: Table IV's sizing (stackproof.noise.tableiv: 0.6 s of 10 us quanta here, six periods of a 10 Hz
-    #: daemon); the paper's own is -w 4096 (4.35 us there) x 100,000 samples
+    #: Table IV's sizing (stackproof.noise.tableiv: six periods of a 10 Hz daemon in 10 us quanta; its
+    #: time here in docs/performance.md); the paper's own is -w 4096 (4.35 us there) x 100,000 samples
     samples = variable(int, value=TABLE_IV_SAMPLES, loggable=True)
     keep_files = ['fwq.dat']     # the raw trace: `stackproof report` plots it (Fig. 2 style)
     work = variable(int, value=TABLE_IV_WORK, loggable=True)     # -w loop iterations

@@ -98,8 +98,8 @@ def reframe_cmd(target: Target, stacks: list[str], select: list[str], report: Pa
     (ReFrame -t / -n options), ReFrame's performance report at its end (each stack's figures, in
     reframe.log). ReFrame's asynchronous policy: the cluster itself runs one job at a time
     (--exclusive, --dependency=singleton, max_jobs=1), and the policy notices a finished job within a
-    poll (poll_rate_* in config/common.py), where the serial policy's Slurm wait sleeps 1, 2, 3 s in
-    turn."""
+    poll (poll_rate_* in config/common.py), where the serial policy's Slurm wait sleeps in growing
+    steps (docs/performance.md, "Measured here, cited by the code")."""
     return session.command(target, stacks=stacks, policy="async",
                            extra=[*select, "-x", ".*%size=paper", "--performance-report", "--report-file", str(report),
                                   *extra])

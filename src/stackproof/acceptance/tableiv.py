@@ -94,8 +94,8 @@ def fwq_step(penv: dict, nsamples: int, work: int, output: Path, node_cpus: int,
     jobs may use (-c: the node's, less the system CPUs of a profile that reserves them) and binds to
     the application cores itself, so freecore's free core stays free; the task(s) at nice -20 in
     their own autogroup. Default: one task running fwq-th, one thread pinned per application core;
-    it samples exactly as fwq-mpi does (fwq/README.md) and starts in 0.17 s where fwq-mpi's PMIx and
-    MPI start take 0.5 s here (25 s over a 72-run matrix). mpi: fwq-mpi, one rank per application
+    it samples exactly as fwq-mpi does (fwq/README.md) and starts faster than fwq-mpi's PMIx and MPI
+    (docs/performance.md, "Measured here, cited by the code"). mpi: fwq-mpi, one rank per application
     core (the in-job injector's SIGALRM handler runs in each rank's sampling thread)."""
     usable = node_cpus - len(parse_list(penv.get("STACKPROOF_SYSTEM_CPUS") or ""))
     common = ["-n", str(nsamples), "-w", str(work)]

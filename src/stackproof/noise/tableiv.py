@@ -60,8 +60,8 @@ ALPHA = 0.05
 # (docs/noise.md), so a stack-like 5 % margin could never be reached.
 MARGIN = 0.25
 # FWQ per run (docs/noise.md, "Table IV in every acceptance run": why these suffice for a 10 Hz
-# daemon): 60,000 samples of -w 16384 loop iterations (a 10 us quantum here): 0.6 s, six periods of
-# the daemon, each burst 250 quanta long. The ReFrame check FWQNoise declares the same.
+# daemon): 60,000 samples of -w 16384 loop iterations (a 10 us quantum), six periods of the daemon,
+# each burst 250 quanta long (the run's time here: docs/performance.md). The ReFrame check FWQNoise declares the same.
 SAMPLES = 60000
 WORK = 16384
 __all__ = ["CONDITIONS", "Run", "Row", "per_cpu_stats", "reduce_trace", "runs_from_json", "runs_to_json", "table",
