@@ -26,7 +26,8 @@ def test_summary_counts_calls_and_harness_share(tmp_path, capsys):
     assert row["calls"] == {"no difference": 2, "inconclusive": 1, "not measured": 1}
     assert row["harness_x"] == 1.5 and row["total_s"] == 512.3 and row["failed_steps"] == []
     md = (tmp_path / "summary.md").read_text()
-    assert "| aa | commodity vs commodity-copy | 512.3 s | 300.0 s | 100 | 1.5x | 0 | 0 | 2 | 0 | 0 | 1 | 0 | - |" in md
+    assert ("| aa | commodity vs commodity-copy | 512.3 s | 300.0 s | 100 | 1.5x | 0 of 0 | - | 0 | "
+            "0 | 0 | 2 | 0 | 0 | 1 | 0 | - |") in md
 
 
 def test_a_run_without_results_is_reported_not_invented(tmp_path, capsys):
@@ -98,3 +99,21 @@ def test_a_call_that_is_no_verdict_value_is_refused(tmp_path, capsys):
     fake_run(tmp_path / "aa", ["commodity", "commodity-copy"], ["inconclusive: 96.9 % interval"])
     assert bench.main(["-o", str(tmp_path), "--runs", "aa", "--summarize-only"]) == 1
     assert "is no call" in capsys.readouterr().err
+
+
+def test_headline_figures_and_calls_against_their_interval():
+    report = {"verdicts": [
+        {"case": "A", "var": "lat", "headline": True, "vs": {"v": {"verdict": "worse", "lo": 1.2, "hi": 1.5, "n": [8, 8]}}},
+        {"case": "B", "var": "bw", "headline": True, "vs": {"v": {"verdict": "inconclusive", "lo": 0.4, "hi": 0.9,
+                                                                    "n": [16, 12]}}},
+        {"case": "C", "var": "x", "headline": False, "vs": {"v": {"verdict": "better", "lo": 0.8, "hi": 1.1, "n": [4, 4]}}},
+        {"case": "D", "var": "y", "headline": True, "vs": {"v": {"verdict": "not measured"}}}]}
+    got = bench.headline_figures(report)
+    assert got == {"headline_decided": 1, "headline": 3, "fewest_launches": 8, "against_interval": ["B bw", "C x"]}
+
+
+def test_a_run_named_again_runs_again_in_its_own_directory(tmp_path):
+    for label in ("aa", "aa-2"):
+        fake_run(tmp_path / label, ["commodity", "commodity-copy"], ["no difference"])
+    assert bench.main(["-o", str(tmp_path), "--runs", "aa,aa", "--summarize-only"]) == 0
+    assert [r["run"] for r in json.loads((tmp_path / "summary.json").read_text())] == ["aa", "aa-2"]

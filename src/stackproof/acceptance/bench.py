@@ -84,6 +84,32 @@ def pair_spreads(rfm_report: dict, report: dict) -> list[dict]:
     return sorted(out, key=lambda x: (not x["headline"], x["case"], x["var"]))
 
 
+def headline_figures(report: dict) -> dict:
+    """What issue 43 asks of a run: headline metrics decided (of how many), the fewest launches per
+    stack behind a headline row, and rows whose interval contradicts their call (an interval that
+    excludes 1 beside a call that is no difference, or one that holds 1 beside better or worse)."""
+    decided = total = 0
+    fewest = None
+    against = []
+    for row in report.get("verdicts") or []:
+        for v in (row.get("vs") or {}).values():
+            try:
+                call = Verdict(v.get("verdict"))
+            except ValueError:
+                continue
+            lo, hi = v.get("lo"), v.get("hi")
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and call is not Verdict.NOT_MEASURED:
+                if call.different != (lo > 1 or hi < 1):
+                    against.append(f"{row.get('case')} {row.get('var')}")
+            if row.get("headline"):
+                total += 1
+                decided += call.decided
+                ns = [n for n in (v.get("n") or []) if isinstance(n, int)]
+                if ns:
+                    fewest = min(ns) if fewest is None else min(fewest, min(ns))
+    return {"headline_decided": decided, "headline": total, "fewest_launches": fewest, "against_interval": against}
+
+
 def summarize(run: str, out: Path) -> dict:
     """One run's figures from its report directory (summary.json, reframe-report.json, report.json)."""
     summary = _load(out / "summary.json")
@@ -101,17 +127,21 @@ def summarize(run: str, out: Path) -> dict:
                       for lk in timing.get("looks") or []],
             "calls": dict(count), "metrics": [{"case": c, "var": v, "call": k} for c, v, k in calls],
             "failed_steps": [s["step"] for s in summary.get("steps") or [] if not s.get("ok")],
-            "spreads": pair_spreads(rfm, report)}
+            "spreads": pair_spreads(rfm, report), **headline_figures(report)}
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# make bench-acceptance", "",
-             "| run | stacks | total | comparison | jobs | harness / benchmark time | " + " | ".join(CALLS) + " | failed steps |",
-             "|---|---|---:|---:|---:|---:|" + "---:|" * len(CALLS) + "---|"]
+             "| run | stacks | total | comparison | jobs | harness / benchmark time | headline decided | "
+             "fewest launches behind a headline row | calls against their interval | " + " | ".join(CALLS) +
+             " | failed steps |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(CALLS) + "---|"]
     for r in rows:
         calls = " | ".join(str(r["calls"].get(c, 0)) for c in CALLS)
         lines.append(f"| {r['run']} | {' vs '.join(r['stacks'] or [])} | {r['total_s']} s | {r['compare_s']} s | "
-                     f"{r['launches']} | {r['harness_x']}x | {calls} | {', '.join(r['failed_steps']) or '-'} |")
+                     f"{r['launches']} | {r['harness_x']}x | {r.get('headline_decided', 0)} of {r.get('headline', 0)} | "
+                     f"{r.get('fewest_launches') if r.get('fewest_launches') is not None else '-'} | "
+                     f"{len(r.get('against_interval') or [])} | {calls} | {', '.join(r['failed_steps']) or '-'} |")
     for r in rows:
         lines += ["", f"## {r['run']}: every metric", "", "| case | metric | call |", "|---|---|---|"]
         lines += [f"| {m['case']} | {m['var']} | {m['call']} |" for m in r["metrics"]]
@@ -128,13 +158,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stackproof.acceptance.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("-o", "--out", type=Path, default=REPO / "build" / "bench-acceptance",
                    help="directory for the runs' reports and summary.md (default build/bench-acceptance)")
-    p.add_argument("--runs", default=",".join(RUNS), help=f"which runs (default {','.join(RUNS)})")
+    p.add_argument("--runs", default=",".join(RUNS),
+                   help=f"which runs, in order; a name given again runs again (default {','.join(RUNS)})")
     p.add_argument("--summarize-only", action="store_true", help="only (re)write the summary of finished runs")
     p.add_argument("acceptance_args", nargs=argparse.REMAINDER,
                    help="after --: options for every `python -m stackproof.acceptance` run")
     args = p.parse_args(argv)
     args.runs = [r for r in args.runs.split(",") if r]
     unknown = [r for r in args.runs if r not in RUNS]
+    # a run named again is repeated (vendor,vendor,vendor: three comparisons), each in its own directory
+    args.labels = [r if args.runs[:i].count(r) == 0 else f"{r}-{args.runs[:i].count(r) + 1}"
+                   for i, r in enumerate(args.runs)]
     if unknown or not args.runs:
         raise InputError(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'} (known: {', '.join(RUNS)})")
     if args.acceptance_args[:1] == ["--"]:
@@ -151,10 +185,10 @@ def main(argv=None) -> int:
     env = dict(os.environ, STACKPROOF_STACKS_DIR=os.pathsep.join(
         [str(EXPERIMENTS)] + [d for d in os.environ.get("STACKPROOF_STACKS_DIR", "").split(os.pathsep) if d]))
     rows = []
-    for i, run in enumerate(args.runs, start=1):
-        out = args.out / run
+    for i, (run, label) in enumerate(zip(args.runs, args.labels), start=1):
+        out = args.out / label
         if not args.summarize_only:
-            print(f"== bench-acceptance {i}/{len(args.runs)}: {run} ({' vs '.join(RUNS[run])}) -> {out}",
+            print(f"== bench-acceptance {i}/{len(args.runs)}: {label} ({' vs '.join(RUNS[run])}) -> {out}",
                   file=sys.stderr, flush=True)
             cmd = [sys.executable, "-m", "stackproof.acceptance"]
             for s in RUNS[run]:
@@ -163,9 +197,9 @@ def main(argv=None) -> int:
             if rc >= 128:
                 return rc                              # interrupted: stop, as make acceptance does
         try:
-            rows.append(summarize(run, out))
+            rows.append(summarize(label, out))
         except StackproofError as exc:
-            print(f"bench-acceptance: {run}: no result ({exc})", file=sys.stderr)
+            print(f"bench-acceptance: {label}: no result ({exc})", file=sys.stderr)
     if not rows:
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
