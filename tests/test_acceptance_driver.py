@@ -175,6 +175,10 @@ DRIVER = textwrap.dedent("""
     session.preflight = lambda target: []
     acc.build_mpi_hello = lambda mpi, out: Path("/bin/true")
     acc.mpi_smoke = lambda *a: "ok"
+    acc.multinode_smoke = lambda *a: "ok"
+    acc._node_checks = lambda *a, **k: "ok"
+    # no srun here: a real one would wait for a controller that does not exist before it fails
+    acc.measure_costs = lambda cluster, stack: {"submit_s": 0.1, "probe_s": 0.1}
     acc.profile_names = lambda: ["baseline"]
     acc.plan = lambda nt, p: None
     # the ReFrame session: a child that records the signal it gets, then exits like ReFrame does
@@ -199,9 +203,13 @@ def test_interrupt_stops_the_reframe_session_and_the_cluster(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, str(script), str(log)], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
     rfm_log = tmp_path / "out" / "reframe.log"
-    for _ in range(300):                       # until the fake ReFrame session runs (its output, not the command)
+    # until the fake ReFrame session runs (its output, not the command); the steps before it are stubs,
+    # but a loaded machine (make test's lanes) may take a while to start Python twice
+    for _ in range(1800):
         if rfm_log.is_file() and re.search(r"^\[ RUN", rfm_log.read_text(), re.M):
             break
+        if proc.poll() is not None:
+            pytest.fail("the driver ended before the fake ReFrame session started: " + proc.communicate()[1][-2000:])
         time.sleep(0.1)
     else:
         proc.kill()

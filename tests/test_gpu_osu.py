@@ -109,8 +109,11 @@ def test_device_buffers_only_with_a_cuda_aware_mpi(osu_runs):
     proc, cases = osu_runs
     assert cases[("commodity", "cuda-device")]["result"] == "pass", proc.stdout[-3000:]
     assert cases[("commodity", "cuda-managed")]["result"] == "pass"
-    job = open(os.path.join(cases[("commodity", "cuda-device")]["outputdir"], "rfm_job.sh")).read()
-    assert "osu_latency D D" in job
+    # the job runs its block of launches from block.json (argv lists, no shell text: reframe.block)
+    with open(os.path.join(cases[("commodity", "cuda-device")]["outputdir"], "block.json")) as fh:
+        argvs = [step["argv"] for launch in json.load(fh)["launches"] for step in launch["steps"]]
+    ran = [a for a in argvs if any(x.endswith("/osu_latency") for x in a)]
+    assert ran and all(a[-2:] == ["D", "D"] for a in ran), argvs
     for buffers in ("cuda-device", "cuda-managed"):
         assert cases[("vendor", buffers)]["result"] == "skip"
     assert "stack 'vendor''s MPI is not CUDA-aware" in proc.stdout
