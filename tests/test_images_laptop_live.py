@@ -90,10 +90,15 @@ def test_each_stack_ran_its_own_mpi(reports):
     seen = {}
     for run in doc["runs"]:
         for tc in run["testcases"]:
-            lib = (tc.get("check_vars") or {}).get("mpi_library") or tc.get("mpi_library")
-            stack = (tc.get("check_vars") or {}).get("stack") or tc.get("stack") or tc.get("environ")
-            if lib and stack in STACKS and tc.get("result") == "pass":
-                seen.setdefault(stack, set()).add(lib)
+            if tc.get("result") != "pass":
+                continue
+            # a block of launches records every stack it ran (mpi_libraries); a one-stack case its own
+            for stack, ident in (tc.get("mpi_libraries") or {}).items():
+                if stack in STACKS and ident.get("version"):
+                    seen.setdefault(stack, set()).add(ident["version"])
+            stack = tc.get("stack") or tc.get("environ")
+            if tc.get("mpi_library") and stack in STACKS:
+                seen.setdefault(stack, set()).add(tc["mpi_library"])
     for stack, want in MPI.items():
         assert any(want in lib for lib in seen.get(stack, ())), (stack, seen.get(stack))
 

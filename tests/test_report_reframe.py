@@ -209,6 +209,22 @@ def test_rows_from_blocks_keep_every_launch_with_its_pair_and_block():
     assert list(m.baseline_pairs) == [0, 1, 2, 3] and list(m.other_blocks) == [0, 0, 1, 1]
 
 
+def test_each_stack_of_a_block_keeps_its_own_mpi_library():
+    """A block case records every stack's identity (mpi_libraries); a case without it never lends the
+    first stack's library to the other (the laptop acceptance once showed no vendor library at all)."""
+    from stackproof.report.rows import cases_from_report
+    doc = _block_report()
+    first, second = doc["runs"][0]["testcases"]
+    for tc in (first, second):
+        tc["mpi_library"], tc["mpi_library_path"] = "Open MPI v4.1.4", "/usr/lib/libmpi.so.40"
+    first["mpi_libraries"] = {"commodity": {"version": "Open MPI v4.1.4", "library": "/usr/lib/libmpi.so.40"},
+                              "vendor": {"version": "Intel(R) MPI Library 2021.17", "library": "/v/libmpi.so.12"}}
+    _, cases = cases_from_report(doc, None, "t")
+    got = {(c.stack, c.repeat): c.mpi_library for c in cases}
+    assert got == {("commodity", 0): "Open MPI v4.1.4", ("vendor", 0): "Intel(R) MPI Library 2021.17",
+                   ("commodity", 1): "Open MPI v4.1.4", ("vendor", 1): ""}
+
+
 def test_a_report_with_broken_launches_is_refused_in_one_line(tmp_path):
     from stackproof.report.rows import load_run
     doc = _block_report()

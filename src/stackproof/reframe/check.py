@@ -173,6 +173,8 @@ class StackCheck(rfm.RegressionTestPlugin):
     #: the MPI library each rank really ran with (rank 0's), from the identity probe
     mpi_library = variable(str, value='', loggable=True)
     mpi_library_path = variable(str, value='', loggable=True)
+    #: every stack of the case (a block runs several): {stack: {'version', 'library'}} of rank 0
+    mpi_libraries = variable(typ.Dict[str, typ.Dict[str, str]], value={}, loggable=True)
     #: why the check was skipped ('' when it was not), set by skip(): ReFrame prints a skip's message
     #: but keeps none in its JSON report, which the report (and anyone after the run) reads
     skip_reason = variable(str, value='', loggable=True)
@@ -413,9 +415,12 @@ class StackCheck(rfm.RegressionTestPlugin):
             path = (self.stage_file(os.path.join(f'setup-{st}', 'identity.out')) if self.in_blocks
                     else self.stage_file('identity.out'))
             rows = identity_rows(path)
-            if rows and st == self.stack:
+            if rows:
                 first = rows[min(rows)]
-                self.mpi_library, self.mpi_library_path = first['version'], first['library']
+                self.mpi_libraries = {**self.mpi_libraries,
+                                      st: {'version': str(first['version']), 'library': str(first['library'])}}
+                if st == self.stack:
+                    self.mpi_library, self.mpi_library_path = first['version'], first['library']
             check_identity(rows, path, self.spec_of(st), self.num_tasks)
         return True
 

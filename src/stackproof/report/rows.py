@@ -134,8 +134,8 @@ def cases_from_report(doc: dict, label: str | None, origin: str) -> tuple[Sessio
                             check=display.split()[0], params=params,
                             system=f"{tc.get('system')}:{tc.get('partition')}", result=result, fail_reason=reason,
                             perf=perf, outputdir=tc.get("outputdir"), session=session.uuid, repeat=repeat,
-                            environ=tc.get("environ") or "", mpi_library=str(tc.get("mpi_library") or ""),
-                            mpi_library_path=str(tc.get("mpi_library_path") or ""), stagedir=tc.get("stagedir"),
+                            environ=tc.get("environ") or "", mpi_library=_identity(tc, st, own)[0],
+                            mpi_library_path=_identity(tc, st, own)[1], stagedir=tc.get("stagedir"),
                             job_stdout=tc.get("job_stdout"), job_stderr=tc.get("job_stderr"),
                             fail_phase=tc.get("fail_phase"), not_measured=tc.get("not_measured") is True,
                             explicit_label=bool(label) and len(stacks) == 1,
@@ -339,6 +339,19 @@ def by_key(cases: list[Case]) -> dict[tuple, dict[str, list[Case]]]:
     for c in cases:
         out[c.key][c.stack].append(c)
     return out
+
+
+def _identity(tc: dict, stack: str, own: str) -> tuple[str, str]:
+    """(MPI library version, path) that stack `stack` ran with in test case `tc`: its entry in the
+    check's `mpi_libraries` (a block records each of its stacks), else the case's own `mpi_library`
+    when `stack` is the case's own stack; ('', '') when not recorded, never another stack's."""
+    libs = tc.get("mpi_libraries")
+    entry = libs.get(stack) if isinstance(libs, dict) else None
+    if isinstance(entry, dict):
+        return str(entry.get("version") or ""), str(entry.get("library") or "")
+    if stack == own:
+        return str(tc.get("mpi_library") or ""), str(tc.get("mpi_library_path") or "")
+    return "", ""
 
 
 def why_not_measured(cases: list[Case]) -> str:
