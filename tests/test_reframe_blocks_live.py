@@ -32,6 +32,19 @@ LEVEL = 0.001         # the exact test's false rejection rate per metric when th
 STACKS = ["commodity", "commodity-copy"]
 
 
+def osu_built() -> bool:
+    """OSU is built only where its source was reachable (a mirror: CI has none); NetPIPE always is."""
+    from stackproof.stacks import StackError, load_stack
+    try:
+        return load_stack(STACKS[0]).benchmark("osu").exists()
+    except StackError:
+        return False
+
+
+# the metrics of the exchangeability test: NetPIPE's everywhere, OSU latency's where OSU is built
+METRICS = ([("OSUBenchmark", "lat_8B")] if osu_built() else []) + [("NetPIPE", "lat_8B"), ("NetPIPE", "bw_1MiB")]
+
+
 def cluster_env(run_dir):
     proc = stackproof_cli("cluster", "--run-dir", str(run_dir), "env", check=True)
     return dict(shlex.split(line)[1].split("=", 1) for line in proc.stdout.splitlines())
@@ -50,7 +63,8 @@ def aa_blocks(live_cluster, tmp_path_factory):
     report = tmp / "report.json"
     cmd = [str(Path(sys.executable).with_name("reframe")), "-C", str(REPO / "reframe-tests/config/site.py"),
            "-c", str(REPO / "reframe-tests/checks/microbenchmarks"), "--system", "testcluster:cpu",
-           "-p", f"^({'|'.join(STACKS)})$", "-n", "^(NetPIPE|OSUBenchmark.*osu_latency.*host)",
+           "-p", f"^({'|'.join(STACKS)})$",
+           "-n", "^(NetPIPE|OSUBenchmark.*osu_latency.*host)" if osu_built() else "^NetPIPE",
            "-S", "OSUBenchmark.time_target=0.5", "-S", "OSUBenchmark.full_sweep=false",
            "--report-file", str(report), "-r"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=540)
@@ -62,7 +76,7 @@ def aa_blocks(live_cluster, tmp_path_factory):
 def test_every_launch_ran_as_its_stack_in_the_blocks_order(aa_blocks):
     proc, cases = aa_blocks
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert len(cases) == 8 and all(c["result"] == "pass" for c in cases), \
+    assert len(cases) == (8 if osu_built() else 4) and all(c["result"] == "pass" for c in cases), \
         [(c["display_name"], c.get("fail_reason")) for c in cases]
     a, b = STACKS
     for c in cases:
@@ -79,6 +93,8 @@ def test_every_launch_ran_as_its_stack_in_the_blocks_order(aa_blocks):
         names = {k.split(":")[-1] for k in c["perfvalues"]}
         assert {f"lat_8B@{a}", f"lat_8B@{b}"} <= names
         assert c["mpi_library"].startswith("Open MPI v4.1")
+        assert set(c["mpi_libraries"]) == set(STACKS)      # each stack's identity recorded apart
+        assert all(v["version"].startswith("Open MPI v4.1") for v in c["mpi_libraries"].values())
         for st in STACKS:       # each stack's own identity probe ran in the job
             assert "identity rank=0" in open(os.path.join(c["outputdir"], f"setup-{st}", "identity.out")).read()
 
@@ -86,7 +102,7 @@ def test_every_launch_ran_as_its_stack_in_the_blocks_order(aa_blocks):
 def test_the_labels_are_exchangeable_inside_a_job(aa_blocks):
     _, cases = aa_blocks
     seen = 0
-    for check, var in (("OSUBenchmark", "lat_8B"), ("NetPIPE", "lat_8B"), ("NetPIPE", "bw_1MiB")):
+    for check, var in METRICS:
         vals = {s: [] for s in STACKS}
         blocks = {s: [] for s in STACKS}
         for c in cases:
@@ -98,4 +114,4 @@ def test_the_labels_are_exchangeable_inside_a_job(aa_blocks):
         t = block_test(vals[STACKS[0]], vals[STACKS[1]], blocks[STACKS[0]], blocks[STACKS[1]])
         assert t.p > LEVEL, (check, var, t.p, t.ratio, vals)
         seen += 1
-    assert seen == 3
+    assert seen == len(METRICS)
