@@ -124,6 +124,23 @@ def test_virtiofs_shares_are_mounted_on_every_node(cluster):
     assert sorted(proc.stdout.splitlines()) == [f"{n} from the head virtiofs" for n in NODES], proc.stdout + proc.stderr
 
 
+def test_the_nodes_cannot_write_where_they_need_not_and_their_share_carries_no_device_or_setuid(cluster):
+    """Issue 42: a read-only share (the stacks) refuses a write from every node, as root there; the
+    read-write share is mounted nosuid,nodev (what the nodes write is hostile to the head)."""
+    st = json.loads(vc("status", "--json").stdout)
+    rw = st["shares"]["spk-share"]["path"]
+    ro = [d["path"] for d in st["shares"].values() if d["readonly"]]
+    script = f'echo "$(hostname) $(findmnt -n -o OPTIONS {rw})"'
+    for path in ro:
+        script += f'; touch {path}/probe-$(hostname) 2>/dev/null && echo "$(hostname) WROTE {path}" || true'
+    proc = vc("exec", "--", "srun", "-N2", "--ntasks-per-node=1", "sh", "-c", script, timeout=180)
+    lines = proc.stdout.splitlines()
+    assert not [ln for ln in lines if " WROTE " in ln], proc.stdout
+    opts = {ln.split()[0]: ln.split()[1].split(",") for ln in lines if len(ln.split()) == 2}
+    assert sorted(opts) == sorted(NODES), proc.stdout + proc.stderr
+    assert all("nosuid" in o and "nodev" in o for o in opts.values()), opts
+
+
 # FWQ samples per node (the check's default, -w 4096 quanta)
 FWQ_SAMPLES = 10000
 
