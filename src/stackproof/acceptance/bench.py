@@ -44,19 +44,21 @@ def _load(path: Path) -> dict:
     return doc
 
 
-def verdicts(report: dict) -> list[tuple[str, str, str]]:
-    """(case, metric, call) of every stack-comparison metric in a report.json; the call is a
-    comparison.Verdict's value (report.json keeps the reason apart), anything else is refused."""
-    out = []
+def calls_of(report: dict):
+    """(row, its entry for one stack, comparison.Verdict) of every stack-comparison metric in a
+    report.json (which keeps the call's value and its reason apart); anything else is refused."""
     for row in report.get("verdicts") or []:
         for v in (row.get("vs") or {}).values():
             try:
-                call = Verdict(v.get("verdict"))
+                yield row, v, Verdict(v.get("verdict"))
             except ValueError:
                 raise StackproofError(f"report.json: {row.get('case')!r} {row.get('var')!r}: "
                                       f"{str(v.get('verdict'))[:80]!r} is no call") from None
-            out.append((str(row.get("case")), str(row.get("var")), call.value))
-    return out
+
+
+def verdicts(report: dict) -> list[tuple[str, str, str]]:
+    """(case, metric, call) of every stack-comparison metric in a report.json."""
+    return [(str(row.get("case")), str(row.get("var")), call.value) for row, _, call in calls_of(report)]
 
 
 def pair_spreads(rfm_report: dict, report: dict) -> list[dict]:
@@ -91,22 +93,17 @@ def headline_figures(report: dict) -> dict:
     decided = total = 0
     fewest = None
     against = []
-    for row in report.get("verdicts") or []:
-        for v in (row.get("vs") or {}).values():
-            try:
-                call = Verdict(v.get("verdict"))
-            except ValueError:
-                continue
-            lo, hi = v.get("lo"), v.get("hi")
-            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and call is not Verdict.NOT_MEASURED:
-                if call.different != (lo > 1 or hi < 1):
-                    against.append(f"{row.get('case')} {row.get('var')}")
-            if row.get("headline"):
-                total += 1
-                decided += call.decided
-                ns = [n for n in (v.get("n") or []) if isinstance(n, int)]
-                if ns:
-                    fewest = min(ns) if fewest is None else min(fewest, min(ns))
+    for row, v, call in calls_of(report):
+        lo, hi = v.get("lo"), v.get("hi")
+        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and call is not Verdict.NOT_MEASURED:
+            if call.different != (lo > 1 or hi < 1):
+                against.append(f"{row.get('case')} {row.get('var')}")
+        if row.get("headline"):
+            total += 1
+            decided += call.decided
+            ns = [n for n in (v.get("n") or []) if isinstance(n, int)]
+            if ns:
+                fewest = min(ns) if fewest is None else min(fewest, min(ns))
     return {"headline_decided": decided, "headline": total, "fewest_launches": fewest, "against_interval": against}
 
 
