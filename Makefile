@@ -111,7 +111,7 @@ test: deps $(TOOL_TARGETS)
 
 # ACCEPTANCE_ARGS: e.g. --stack commodity --stack commodity-next --baseline commodity
 #   --min-pairs 8 --max-pairs 16 --looks 2 --block-launches 4 [--paired|--unpaired] [--rule bh|holm] --margin 0.05
-#   --budget 7m --target-s 2 [--full-sweep] (docs/acceptance.md "Blocks of launches and looks").
+#   --budget 9m --target-s 2 [--full-sweep] (docs/acceptance.md "Blocks of launches and looks").
 # UNTIL_DECIDED=30m: add blocks until every headline metric is decided or 30 minutes are spent
 # (--until-decided --budget 30m). Ctrl-C stops the ReFrame session and the test cluster.
 UNTIL_DECIDED ?=

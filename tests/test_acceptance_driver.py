@@ -231,7 +231,7 @@ def test_options_of_the_looks():
     # first in every run (80 % of the 5 %), the second where the budget allows it
     assert a.design.looks == (8, 16) and a.design.blocks and a.block_launches == 4
     assert a.stack == ["commodity", "vendor"] and a.design.alphas == pytest.approx((0.04, 0.01))
-    assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05) and a.budget_s == 420
+    assert a.design.rule == "bh" and sum(a.design.alphas) == pytest.approx(0.05) and a.budget_s == 540
     # a size that is no whole pair of blocks (the laptop image's --repeat 3): blocks of one launch per stack
     a = parse_args(["--repeat", "3", "--budget-min", "4"])
     assert a.design.looks == (3,) and not a.design.blocks and a.block_launches == 1 and a.budget_s == 240

@@ -4,7 +4,7 @@ profiles; print and write a summary, tear the cluster down.
 
   python -m stackproof.acceptance [--stack commodity --stack vendor] [--baseline commodity]
          [--min-pairs 8] [--max-pairs 16] [--looks 2] [--block-launches 4] [--paired] [--rule bh|holm]
-         [--margin 0.05] [--budget 7m] [--target-s 2] [--until-decided [--look-step 8] --budget 30m]
+         [--margin 0.05] [--budget 9m] [--target-s 2] [--until-decided [--look-step 8] --budget 30m]
 
 Steps: `stackproof stack check` of every stack (a bad set-up stops here, before anything starts);
 per core-specialization profile: the test cluster up under it, an MPI smoke job (one rank per

@@ -429,7 +429,8 @@ def add_arguments(p) -> None:
                    help="equivalence margin: an interval inside +-MARGIN is 'no difference' (default 0.05)")
     p.add_argument("--budget", default=None, metavar="DURATION",
                    help="wall-clock budget of the stack comparison (30m, 1h, 90s): no look starts that would end "
-                        "after it (default 7m, with --until-decided 30m; 0: none)")
+                        "after it (default 9m: both looks and a whole run within 12 minutes here, "
+                        "docs/performance.md; with --until-decided 30m; 0: none)")
     p.add_argument("--budget-min", type=float, default=None, help=argparse.SUPPRESS)   # before --budget
 
 
@@ -440,13 +441,13 @@ def check_arguments(args) -> None:
         raise InputError(f"--until-decided compares stacks: name at least two (--stack A --stack B), got "
                          f"{', '.join(args.stack)}")
     if args.budget is not None and args.budget_min is not None:
-        raise InputError("--budget and --budget-min: give one (--budget 7m)")
+        raise InputError("--budget and --budget-min: give one (--budget 9m)")
     if args.budget is not None:
         args.budget_s = duration_s(args.budget)
     elif args.budget_min is not None:
         args.budget_s = 60.0 * args.budget_min
     else:
-        args.budget_s = 1800.0 if args.until_decided else 420.0
+        args.budget_s = 1800.0 if args.until_decided else 540.0
     if not 0 <= args.budget_s <= 7 * 24 * 3600:
         raise InputError(f"--budget {args.budget}: at most a week")
     if args.repeat is not None:
