@@ -129,7 +129,7 @@ def summarize(run: str, out: Path) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# make bench-acceptance", "",
-             "| run | stacks | total | comparison | jobs | harness / benchmark time | headline decided | "
+             "| run | stacks | total | comparison | launches | harness / benchmark time | headline decided | "
              "fewest launches behind a headline row | calls against their interval | " + " | ".join(CALLS) +
              " | failed steps |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(CALLS) + "---|"]
