@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from stackproof import files
 from stackproof.errors import InputError, StackproofError
 
 # root: /run (tmpfs, root-only) or /var/lib when /run is missing; never world-writable /tmp.
@@ -142,16 +143,8 @@ def check_private_dir(path: Path, create: bool) -> None:
     another user could have planted or could swap (a symlink, someone else's directory, or a parent
     that others may write to without the sticky bit). Created 0700 when missing and `create`."""
     path = Path(os.path.abspath(path))
+    files.check_parents(path, "run dir")
     me = os.geteuid()
-    for parent in reversed(path.parents):
-        try:
-            st = os.stat(parent)
-        except FileNotFoundError:
-            continue
-        if st.st_uid not in (0, me):
-            raise StackproofError(f"run dir {path}: parent {parent} is owned by uid {st.st_uid}, not by us")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise StackproofError(f"run dir {path}: parent {parent} is writable by others")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

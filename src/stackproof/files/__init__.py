@@ -39,10 +39,10 @@ from stackproof.files.limits import (CHUNK, LINKS_BENEATH, LINKS_REFUSED, MAX_AR
                                      UnsafePath)
 from stackproof.files.resolve import open_beneath, open_dir, open_file, open_path, openat2_available
 from stackproof.files.read import open_in, read_bytes, read_in, read_tail, read_text, sha256_beneath, sha256_of
-from stackproof.files.staging import Staging, check_owned_dir, entry_stat, remove_entry, remove_specials
+from stackproof.files.staging import Staging, check_owned_dir, check_parents, entry_stat, remove_entry, remove_specials
 
 __all__ = ["CHUNK", "LINKS_BENEATH", "LINKS_REFUSED", "MAX_ARCHIVE", "MAX_FIGURE", "MAX_LINK_HOPS", "MAX_OUTPUT",
            "MAX_RECORD", "NO_OPENAT2_VAR", "TAIL_BYTES", "UnsafePath", "open_beneath", "open_dir", "open_file",
            "open_path", "openat2_available", "open_in", "read_bytes", "read_in", "read_tail", "read_text",
-           "sha256_beneath", "sha256_of", "Staging", "check_owned_dir", "entry_stat", "remove_entry",
+           "sha256_beneath", "sha256_of", "Staging", "check_owned_dir", "check_parents", "entry_stat", "remove_entry",
            "remove_specials"]

@@ -69,11 +69,9 @@ def remove_specials(directory, max_depth: int = 32) -> list[str]:
 
 # ---- directories root writes into ---------------------------------------------------------------------
 
-def check_owned_dir(path, what: str, create: bool = False) -> Path:
-    """`path`, a directory of this user (root) that no one else may write; created (0755, with missing
-    parents) when `create`. UnsafePath in one line for a link, another owner, a directory group or
-    others may write, or a parent others may write without the sticky bit."""
-    path = Path(os.path.abspath(path))
+def check_parents(path: Path, what: str) -> None:
+    """UnsafePath unless every existing parent of the absolute `path` is root's or ours and, where
+    group or others may write it, sticky (else another user could swap the directory below it)."""
     me = os.geteuid()
     for parent in reversed(path.parents):
         try:
@@ -83,7 +81,17 @@ def check_owned_dir(path, what: str, create: bool = False) -> Path:
         if st.st_uid not in (0, me):
             raise UnsafePath(f"{what} {path}: its parent {parent} is owned by uid {st.st_uid}: refused")
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise UnsafePath(f"{what} {path}: its parent {parent} is writable by group or others: refused")
+            raise UnsafePath(f"{what} {path}: its parent {parent} is writable by others (group or others, "
+                             f"no sticky bit): refused")
+
+
+def check_owned_dir(path, what: str, create: bool = False) -> Path:
+    """`path`, a directory of this user (root) that no one else may write; created (0755, with missing
+    parents) when `create`. UnsafePath in one line for a link, another owner, a directory group or
+    others may write, or a parent others may write without the sticky bit."""
+    path = Path(os.path.abspath(path))
+    check_parents(path, what)
+    me = os.geteuid()
     try:
         st = os.lstat(path)
     except FileNotFoundError:
