@@ -7,7 +7,10 @@
  *   scaled:   one copy per core of the node:    each CPU fires at freq*cores/k
  * Target j is offset by j*duration inside the period (a wave front across the CPUs).
  * Start: uncoordinated (random phase per node) or --sync (phase 0 at multiples of the period on
- * CLOCK_REALTIME, i.e. gang-scheduled across nodes whose clocks are synchronized; seed 002). */
+ * CLOCK_REALTIME, i.e. gang-scheduled across nodes whose clocks are synchronized; seed 002).
+ * --roam: one thread, each burst on a CPU of the list drawn at random: a daemon the OS may place on
+ * any CPU it is allowed. Left unpinned, a SCHED_FIFO thread never leaves the CPU it started on
+ * (it can always preempt the application there), so where it started would decide which core suffers. */
 #define _GNU_SOURCE
 #include "fwq_common.h"
 
@@ -36,6 +39,10 @@ static uint64_t now_ns(clockid_t clock)
 struct injector {
     pthread_t thread;
     int cpu;               /* -1: not pinned, the OS places the thread (a "floating" daemon) */
+    const int *roam;       /* --roam: each burst on one of these CPUs, drawn at random (NULL: no roaming) */
+    int nroam;
+    unsigned roam_seed;
+    uint64_t *roam_bursts; /* bursts per roam CPU */
     int fifo;              /* run the bursts at SCHED_FIFO (preempts the application like a kernel thread) */
     uint64_t period_ns, duration_ns, first_ns, deadline_ns; /* CLOCK_MONOTONIC */
     /* results */
@@ -58,6 +65,7 @@ static void sleep_until(uint64_t t)
 static void *injector_main(void *arg)
 {
     struct injector *in = arg;
+    in->pinned = in->roam != NULL;
     if (in->cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -76,8 +84,19 @@ static void *injector_main(void *arg)
     uint64_t cpu_start = now_ns(CLOCK_THREAD_CPUTIME_ID);
     uint64_t next = in->first_ns;
     while (!atomic_load(&stop_requested) && (!in->deadline_ns || next < in->deadline_ns)) {
+        int roamed = -1;
+        if (in->roam) {
+            /* move while asleep: the wake-up happens on the drawn CPU (moving after it costs ~150 us) */
+            int j = (int)(rand_r(&in->roam_seed) % (unsigned)in->nroam);
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(in->roam[j], &set);
+            if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0) roamed = j;
+            else in->pinned = 0;
+        }
         sleep_until(next);
         if (atomic_load(&stop_requested)) break;
+        if (roamed >= 0) in->roam_bursts[roamed]++;
         uint64_t wake = now_ns(CLOCK_MONOTONIC);
         double late = (double)(wake - next);
         in->wake_late_sum_ns += late;
@@ -111,6 +130,7 @@ static void usage(FILE *out)
         "  --duration DUR       busy time per event, e.g. 2500us, 25us (unit required)\n"
         "  --cpus LIST          target CPUs, e.g. 0 or 0,2-3\n"
         "  --float              do not pin: one thread per listed CPU, placed by the OS scheduler\n"
+        "  --roam               one thread; each burst on a CPU of LIST drawn at random (--seed)\n"
         "  --seconds S          stop after S seconds (default: run until SIGTERM/SIGINT)\n"
         "  --scaled             one copy of the signature per core of the node (default: unscaled)\n"
         "  --cores N            cores per node for --scaled (default: online CPUs)\n"
@@ -125,7 +145,7 @@ int main(int argc, char **argv)
     double freq = 0, seconds = 0;
     uint64_t duration_ns = 0;
     const char *cpu_text = NULL, *report_path = NULL;
-    int scaled = 0, sync_start = 0, fifo = 1, floating = 0, cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int scaled = 0, sync_start = 0, fifo = 1, floating = 0, roam = 0, cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     unsigned seed = (unsigned)getpid() ^ (unsigned)now_ns(CLOCK_REALTIME);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -150,6 +170,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--unscaled")) scaled = 0;
         else if (!strcmp(a, "--sync")) sync_start = 1;
         else if (!strcmp(a, "--float")) floating = 1;
+        else if (!strcmp(a, "--roam")) roam = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else { fprintf(stderr, "fwq-noise: unknown option '%s'\n", a); usage(stderr); return FWQ_EXIT_USAGE; }
     }
@@ -163,6 +184,16 @@ int main(int argc, char **argv)
     if (k <= 0) { fprintf(stderr, "fwq-noise: bad --cpus list '%s'\n", cpu_text); return FWQ_EXIT_USAGE; }
     for (int j = 0; j < k; j++)
         if (cpus[j] >= configured) { fprintf(stderr, "fwq-noise: CPU %d does not exist (%ld CPUs)\n", cpus[j], configured); return FWQ_EXIT_USAGE; }
+
+    if (roam && floating) { fprintf(stderr, "fwq-noise: --roam and --float exclude each other\n"); return FWQ_EXIT_USAGE; }
+    int *roam_cpus = NULL, nroam = 0;
+    if (roam) {      /* one roaming thread carries the whole signature; --cpus is where it may go */
+        roam_cpus = malloc((size_t)k * sizeof *roam_cpus);
+        memcpy(roam_cpus, cpus, (size_t)k * sizeof *roam_cpus);
+        nroam = k;
+        k = 1;
+    }
+    uint64_t *roam_bursts = calloc((size_t)(nroam ? nroam : 1), sizeof *roam_bursts);
 
     double cpu_freq = freq * (scaled ? cores : 1) / k;
     double period_s = 1.0 / cpu_freq;
@@ -181,8 +212,9 @@ int main(int argc, char **argv)
     pthread_barrier_init(&ready, NULL, (unsigned)k + 1);
     pthread_barrier_init(&scheduled, NULL, (unsigned)k + 1);
     for (int j = 0; j < k; j++) {
-        in[j] = (struct injector){.cpu = floating ? -1 : cpus[j], .fifo = fifo, .period_ns = period_ns,
-                                  .duration_ns = duration_ns};
+        in[j] = (struct injector){.cpu = floating || roam ? -1 : cpus[j], .fifo = fifo, .period_ns = period_ns,
+                                  .duration_ns = duration_ns, .roam = roam_cpus, .nroam = nroam,
+                                  .roam_seed = seed ^ 0x9e3779b9u, .roam_bursts = roam_bursts};
         if (pthread_create(&in[j].thread, NULL, injector_main, &in[j]) != 0) {
             fprintf(stderr, "fwq-noise: cannot start thread for CPU %d\n", cpus[j]);
             return FWQ_EXIT_RUNTIME;
@@ -227,12 +259,19 @@ int main(int argc, char **argv)
         fprintf(out, "%s{\"cpu\": %d, \"pinned\": %s, \"freq_hz\": %.6g, \"period_ms\": %.6f, \"events\": %llu, "
                      "\"missed\": %llu, \"busy_s\": %.6f, \"overrun_s\": %.6f, \"cpu_s\": %.6f, "
                      "\"elapsed_s\": %.6f, \"duty_cycle\": %.6f, "
-                     "\"target_duty_cycle\": %.6f, \"wake_latency_us_mean\": %.3f, \"wake_latency_us_max\": %.3f}",
-                j ? ", " : "", cpus[j], in[j].pinned ? "true" : "false", cpu_freq, period_ns / 1e6,
+                     "\"target_duty_cycle\": %.6f, \"wake_latency_us_mean\": %.3f, \"wake_latency_us_max\": %.3f",
+                j ? ", " : "", roam ? -1 : cpus[j], in[j].pinned ? "true" : "false", cpu_freq, period_ns / 1e6,
                 (unsigned long long)in[j].events, (unsigned long long)in[j].missed, in[j].busy_ns / 1e9,
                 in[j].overrun_ns / 1e9,
                 in[j].cpu_ns / 1e9, elapsed / 1e9, duty, duration_ns * cpu_freq / 1e9,
                 in[j].events ? in[j].wake_late_sum_ns / in[j].events / 1e3 : 0, in[j].wake_late_max_ns / 1e3);
+        if (roam) {     /* where the bursts went: CPU -> bursts */
+            fputs(", \"roam_bursts\": {", out);
+            for (int r = 0; r < nroam; r++)
+                fprintf(out, "%s\"%d\": %llu", r ? ", " : "", roam_cpus[r], (unsigned long long)roam_bursts[r]);
+            fputc('}', out);
+        }
+        fputc('}', out);
     }
     fprintf(out, "], \"duty_cycle\": %.6f, \"target_duty_cycle\": %.6f}\n",
             elapsed_total > 0 ? busy_total / elapsed_total : 0, duration_ns * cpu_freq / 1e9);
@@ -241,5 +280,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fwq-noise: warning: SCHED_FIFO refused (%s, euid %d): bursts ran at SCHED_OTHER\n",
                 strerror(fifo_errno), (int)geteuid());
     free(in);
+    free(roam_cpus);
+    free(roam_bursts);
     return 0;
 }

@@ -80,7 +80,7 @@ def describe(trace, period_ms: float, duration_us: float) -> str:
 # ---- a source on the realtime grid (fwq-noise --sync: bursts at multiples of the period) -----------
 # Its phase is known, so a co-tenant running the very same signature at another phase is not counted.
 
-def _grid_hits(trace, rank: int, period_ms: float, duration_us: float, skip_first: int):
+def grid_hits(trace, rank: int, period_ms: float, duration_us: float, skip_first: int = 1):
     """Grid slots (period numbers) holding a long detour: the grid time falls inside the detour, which
     is dated by the start of its first sample (up to a quantum before the burst) and may have merged
     with co-tenant detours next to it; 2 ms of slack for a late wake-up."""
@@ -101,13 +101,13 @@ def _grid_hits(trace, rank: int, period_ms: float, duration_us: float, skip_firs
 
 def grid_fill(trace, rank: int, period_ms: float, duration_us: float, skip_first: int = 1) -> float:
     """Fraction of the rank's periods holding a long detour at the grid phase."""
-    slots, t0, t1 = _grid_hits(trace, rank, period_ms, duration_us, skip_first)
+    slots, t0, t1 = grid_hits(trace, rank, period_ms, duration_us, skip_first)
     return min(len(slots) / max((t1 - t0) / (period_ms * 1e6), 1.0), 1.0)
 
 
 def node_grid_fill(trace, period_ms: float, duration_us: float, skip_first: int = 1) -> float:
     """The same for the node (union over ranks): a floating source hits one core or another."""
-    hits = [_grid_hits(trace, i, period_ms, duration_us, skip_first) for i in range(trace.nranks)]
+    hits = [grid_hits(trace, i, period_ms, duration_us, skip_first) for i in range(trace.nranks)]
     slots = set().union(*(h[0] for h in hits))
     t0, t1 = min(h[1] for h in hits), max(h[2] for h in hits)
     return min(len(slots) / max((t1 - t0) / (period_ms * 1e6), 1.0), 1.0)

@@ -2,9 +2,9 @@
 profiles baseline and corespec, with the daemon and without it, interleaved rounds. Asserted are
 orderings measured in the same run, which a co-tenant of this shared machine cannot produce: the
 daemon's phase-locked 100 ms train on the application cores fills baseline's periods and not
-corespec's (the daemon is bound to the system core there); on like cores (CPU 1 against CPU 1)
-baseline's runs that carry the train there stand above corespec's, and the table never calls
-corespec worse (better whenever the train reached CPU 1 in every baseline run); never a raw time.
+corespec's (the daemon is bound to the system core there); the daemon roams, so baseline's CPU 1
+carries its train too, and on like cores (CPU 1 against CPU 1) the table calls corespec better;
+never a raw time.
 Every run is recorded in build/fwq/live-results.json."""
 import json
 import subprocess
@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import require_cpus, require_root, require_tools
-from signatures import MARGIN, SOURCE_FILL, grid_fill, node_grid_fill
+from signatures import MARGIN, SOURCE_FILL, grid_hits, node_grid_fill
 from stackproof import noise
 from stackproof.acceptance.tableiv import run_matrix
 from stackproof.noise import tableiv
@@ -72,27 +72,27 @@ def test_the_daemon_reaches_the_application_cores_only_under_baseline(matrix):
 
 
 def test_corespec_against_baseline_on_like_cores_under_the_daemon(matrix):
-    """Table IV compares on like cores: corespec's CPU 1 against baseline's CPU 1. Where baseline's
-    floating daemon runs is the OS's choice, per run (it stays on the core it started on; docs/noise.md
-    has the live runs and their calls). Asserted: the row compares on CPU 1; in every baseline run whose CPU 1 carries
-    the daemon's phase-locked train, CPU 1's std is above the median of corespec's (an ordering in the
-    same run, its margin in docs/noise.md); the call is never
-    worse; and it is better when the train reached CPU 1 in every baseline run."""
+    """Table IV compares on like cores: corespec's CPU 1 against baseline's CPU 1. The daemon roams
+    (fwq-noise --roam: each burst on a CPU drawn at random from those it may use), so under baseline
+    both cores carry its train, about half of its periods each, in every run. Asserted: the row
+    compares on CPU 1; pooled over baseline's runs, each core holds the train in at least a quarter of
+    its periods (a train on the realtime grid's phase, which no co-tenant keeps); and then the call is
+    better, its interval below 1 (docs/noise.md has the live runs)."""
     out, runs, rows = matrix
     row = next(r for r in rows if r.profile == "corespec" and r.condition == "daemon")
     c = row.calls["std"]
     assert (row.compared_cpus, row.like_cores) == ("1", True)
-    corespec = sorted(r.std_us for r in runs if r.profile == "corespec" and r.condition == "daemon")
-    reached = []
+    slots, periods = {0: 0, 1: 0}, 0.0
     for r in runs:
         if r.profile == "baseline" and r.condition == "daemon":
             t = noise.load(out / r.trace)
-            rank = next(i for i, x in enumerate(t.ranks) if int(x.get("cpu", -1)) == 1)
-            if grid_fill(t, rank, 100, 2500) >= SOURCE_FILL:
-                reached.append(r.per_cpu["1"]["std_us"])
-    print(f"\nbaseline runs with the daemon's train on CPU 1: {len(reached)} of {row.n} (std {sorted(reached)} us); "
-          f"corespec std {corespec} us; call {c.verdict} {tableiv.ratio_text(c)}")
-    assert all(x > corespec[len(corespec) // 2] for x in reached), (reached, corespec)
-    assert c.verdict != "worse", (c, tableiv.markdown(rows))
-    if len(reached) == row.n:
-        assert c.verdict == "better" and c.hi < 1, (c, tableiv.markdown(rows))
+            for rank, x in enumerate(t.ranks):
+                hits, t0, t1 = grid_hits(t, rank, 100, 2500)
+                slots[int(x.get("cpu", -1))] += len(hits)
+            periods += (t1 - t0) / 100e6
+    shares = {cpu: n / periods for cpu, n in slots.items()}
+    corespec = sorted(r.std_us for r in runs if r.profile == "corespec" and r.condition == "daemon")
+    print(f"\nbaseline's periods holding the daemon's train, pooled: {shares}; corespec std {corespec} us; "
+          f"call {c.verdict} {tableiv.ratio_text(c)}")
+    assert min(shares.values()) >= 0.25, shares
+    assert c.verdict == "better" and c.hi < 1, (c, tableiv.markdown(rows))

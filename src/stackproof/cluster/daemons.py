@@ -8,11 +8,13 @@ the controller's address, a node's to its node address (127.0.0.1 for a single n
 host's own /etc/hosts says."""
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
 from pathlib import Path
 
+from stackproof.cpulist import format_list
 from stackproof.errors import InputError, StackproofError
 from stackproof.cluster.procs import sh, wait_pidfile
 from stackproof.cluster.state import NOISE_DAEMON
@@ -65,19 +67,24 @@ def start_slurmd(root: Path, conf: Path, env: dict, node: str, netns: str | None
 
 def start_noise_daemon(root: Path, signature: str, system_cpus: str | None) -> int:
     """A node daemon that steals the CPU like snmpd or irqbalance did on the paper's nodes:
-    fwq-noise with one floating thread (the OS places it). The profile treats it like the other
-    daemons: bound to the system CPUs when the profile reserves them, left to the OS otherwise
-    (so free cores can absorb it). Its bursts fall on the realtime grid (--sync, multiples of the
-    period), so a trace attributes them by phase, apart from any co-tenant's. Checked alive after start (a signature whose duration is not
+    fwq-noise with one thread whose every burst lands on a CPU the daemon may use, drawn at random
+    (--roam). The profile treats it like the other daemons: bound to the system CPUs when the profile
+    reserves them, free to go to any CPU otherwise. Why --roam rather than leaving the thread to the
+    OS: a SCHED_FIFO thread never leaves the CPU it started on (it can always preempt the
+    application there), and it started on CPU 0 in 7-8 of 8 runs here, so which application core
+    suffered under baseline was a fact about the start, not about the profile (docs/noise.md). Its
+    bursts fall on the realtime grid (--sync, multiples of the period), so a trace attributes them by
+    phase, apart from any co-tenant's. Checked alive after start (a signature whose duration is not
     shorter than its period makes fwq-noise exit at once)."""
     from stackproof.noise.run import binary
     m = NOISE_DAEMON.fullmatch(signature)
     if not m:
         raise InputError(f"--noise-daemon {signature!r}: expected FREQHz-DURATION, e.g. 10Hz-2500us")
     log_path = root / "log/noise-daemon.json"
+    where = system_cpus or format_list(os.sched_getaffinity(0))
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen([str(binary("fwq-noise")), "--freq", m.group(1), "--duration", m.group(2),
-                                 "--cpus", "0", "--float", "--sync"], stdout=log_file, stderr=subprocess.STDOUT,
+                                 "--cpus", where, "--roam", "--sync"], stdout=log_file, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         if system_cpus:

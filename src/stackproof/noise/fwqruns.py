@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from stackproof import validate
 from stackproof.errors import InputError
-from stackproof.noise.stats import most_affected_stats
+from stackproof.noise.stats import most_affected_stats, node_periodicity
 
 CONDITIONS = ("daemon", "none", "injected")
 CPU_LIST = re.compile(r"[0-9,-]{0,256}")
@@ -40,6 +40,7 @@ class Run:
     trace: str = ""             # the FWQ trace, relative to the runs file
     noise: dict = field(default_factory=dict)   # the daemon's / injector's own report (duty, policy)
     per_cpu: dict = field(default_factory=dict)  # "cpu" -> {std_us, max_us, noise_fraction} of every core
+    node_period_ms: float | None = None   # the period seen on the run's cores taken together (a roaming source)
 
     def value(self, metric: str) -> float:
         return {"std": self.std_us, "max": self.max_us, "noise_fraction": self.noise_fraction}[metric]
@@ -73,7 +74,8 @@ def reduce_trace(fwq_trace, **where) -> Run:
     """A run record from an FWQ trace: the most affected core's statistics and every core's own;
     `where` gives profile, condition, round, seq, t_s, cpus (and optionally daemon_cpus, trace, noise)."""
     w = most_affected_stats(fwq_trace)
-    return Run(rank=w.rank, cpu=w.cpu, samples=w.samples, min_us=w.min_us, mean_us=w.mean_us, max_us=w.max_us,
+    node = node_periodicity(fwq_trace)
+    return Run(node_period_ms=node.period_ms if node else None, rank=w.rank, cpu=w.cpu, samples=w.samples, min_us=w.min_us, mean_us=w.mean_us, max_us=w.max_us,
                std_us=w.std_us, noise_fraction=w.noise_fraction, period_ms=w.period_ms, detour_us=w.detour_us,
                per_cpu=per_cpu_stats(fwq_trace), **where)
 
@@ -114,7 +116,7 @@ def runs_from_json(doc) -> list[Run]:
                 raise InputError(f"Table IV runs[{i}].{name}: not a CPU list")
         if not isinstance(run.trace, str) or run.trace.startswith("/") or ".." in run.trace.split("/"):
             raise InputError(f"Table IV runs[{i}].trace: not a path inside the runs file's directory")
-        for name in ("period_ms", "detour_us"):
+        for name in ("period_ms", "detour_us", "node_period_ms"):
             v = getattr(run, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise InputError(f"Table IV runs[{i}].{name}: not a number")

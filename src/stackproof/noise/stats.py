@@ -324,6 +324,27 @@ def most_affected_stats(trace, skip_first: int = 1) -> CoreStats:
                             quantum / 1e3 if quantum else None)
 
 
+def node_periodicity(trace, skip_first: int = 1) -> Periodicity | None:
+    """The dominant periodic signature of the run's cores taken together (their detours on one time
+    base): a source that hits one core or another, a daemon whose bursts move between cores, shows
+    its period here although no single core sees enough of its bursts."""
+    d_all = trace.durations_us()
+    if trace.nsamples <= skip_first:
+        skip_first = 0
+    starts = trace.starts_aligned_us()
+    times, detours = [], []
+    for i in range(trace.nranks):
+        t, d = find_detours(d_all[i, skip_first:], starts[i, skip_first:])
+        times.append(t)
+        detours.append(d)
+    t, d = np.concatenate(times), np.concatenate(detours)
+    order = np.argsort(t)
+    span = float(d_all[:, skip_first:].sum(axis=1).max()) if trace.nranks else 0.0
+    quantum = trace.meta.get("quantum_target_ns") or 0
+    return detect_periodicity(t[order], d[order], span_us=span,
+                              quantum_us=quantum / 1e3 if quantum else float(np.median(d_all[:, skip_first:])))
+
+
 JSON_FIELDS = ("rank", "cpu", "host", "samples", "min_us", "mean_us", "max_us", "std_us", "median_us",
                "percentiles_us", "noise_fraction", "detours", "detour_time_us", "period_ms", "detour_us",
                "period_events", "period_coherence", "period_method", "detour_histogram")

@@ -84,7 +84,7 @@ class Row:
     cpus: str                   # FWQ's CPUs (the profile's application CPUs)
     daemon_cpus: str            # where the daemon could run ("" floating)
     cores: Counter              # most affected CPU -> runs
-    signature_runs: int         # runs whose most affected core shows the 10 Hz signature
+    signature_runs: int         # runs whose cores, taken together, show the signature's period
     calls: dict = field(default_factory=dict)     # metric -> Call (not for baseline)
     compared_cpus: str = ""     # the CPUs the ratio compares on (baseline's figure from these)
     like_cores: bool = True     # False: baseline's runs had no per-core figures for them
@@ -131,6 +131,12 @@ def _cpus(text: str) -> set[int]:
         return set()
 
 
+def _seen(run: Run) -> float | None:
+    """The period a run's cores show together (a roaming daemon splits its bursts between them);
+    its most affected core's own for records that predate it."""
+    return run.node_period_ms if run.node_period_ms is not None else run.period_ms
+
+
 def baseline_on(base: list[Run], cpus_text: str) -> tuple[dict[str, list[float]], str, bool]:
     """Baseline's figures on a profile's CPUs: per metric, each baseline run's most affected of those
     CPUs; (values, the CPUs compared, like cores). Baseline runs without figures for those CPUs (an
@@ -157,8 +163,8 @@ def table(runs: list[Run], baseline: str = BASELINE, alpha: float = ALPHA, margi
     for cond in conditions:
         for prof in profile_order({p for c, p in groups if c == cond}):
             rs = sorted(groups[(cond, prof)], key=lambda r: (r.round, r.seq))
-            shown = sum(1 for r in rs if period and r.period_ms and
-                        abs(r.period_ms - period) <= SIGNATURE_TOLERANCE * period)
+            shown = sum(1 for r in rs if period and _seen(r) and
+                        abs(_seen(r) - period) <= SIGNATURE_TOLERANCE * period)
             rows.append(Row(cond, prof, len(rs), _median([r.min_us for r in rs]) / 1e3,
                             _median([r.mean_us for r in rs]) / 1e3, _median([r.max_us for r in rs]) / 1e3,
                             _median([r.std_us for r in rs]) / 1e3, 100 * _median([r.noise_fraction for r in rs]),
@@ -287,12 +293,12 @@ def sentence(row: Row, rows: list[Row], signature: str = SIGNATURE) -> str:
     label = f"{row.profile}, {CONDITION_LABEL.get(row.condition, row.condition)}"
     if row.condition == "daemon":
         place = (f"the daemon bound to {_cpu_text(row.daemon_cpus)}" if row.daemon_cpus
-                 else "the daemon left to the OS")
-        cause = (f"{where}, {place}: {sig} on the most affected core ({_cores_text(row)}) in "
-                 f"{row.signature_runs} of {row.n} runs")
+                 else "the daemon free to burst on any CPU")
+        cause = (f"{where}, {place}: {sig} on these cores in {row.signature_runs} of {row.n} runs "
+                 f"(most affected {_cores_text(row)})")
     elif row.condition == "injected":
         cause = (f"{where}; the injector runs inside the job's ranks, so no profile can move it "
-                 f"({sig} on the most affected core in {row.signature_runs} of {row.n} runs)")
+                 f"({sig} on these cores in {row.signature_runs} of {row.n} runs)")
     else:
         cause = f"{where}, no daemon: what differs is the node's own noise (most affected {_cores_text(row)})"
     if row.profile == BASELINE:
